@@ -1,0 +1,2 @@
+// TODO(helper): implementation of config.h
+#include "reference/config.h"

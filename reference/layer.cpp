@@ -1,0 +1,2 @@
+// TODO(helper): implementation of layer.h
+#include "reference/layer.h"

@@ -1,0 +1,2 @@
+// TODO(helper): implementation of numerics/storage.h
+#include "reference/numerics/storage.h"

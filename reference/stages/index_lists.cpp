@@ -1,0 +1,2 @@
+// TODO(helper): implementation of stages/index_lists.h
+#include "reference/stages/index_lists.h"

