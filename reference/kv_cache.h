@@ -28,6 +28,12 @@ class KvCache {
  public:
   virtual ~KvCache() = default;
   virtual int batch() const = 0;
+  virtual int compress_ratio() const = 0;
+
+  // Positions of the sequence written so far (one past the last written window position).
+  virtual int64_t length(int seq) const = 0;
+  // Starts the sequence anew: no positions, no entries, fresh compressor states, ring slots 0.
+  virtual void reset(int seq) = 0;
 
   // Window kv of position pos (row [d]); a read must be within the last W written positions.
   virtual void write_window(int seq, int64_t pos, const Eigen::RowVectorXd& kv) = 0;
@@ -49,5 +55,10 @@ std::unique_ptr<KvCache> make_ring_cache(const ModelConfig& cfg, int compress_ra
 // scramble_seed permutes the pool's page order (0 = pages in allocation order).
 std::unique_ptr<KvCache> make_paged_cache(const ModelConfig& cfg, int compress_ratio, int batch,
                                           uint64_t scramble_seed);
+
+// The layout of a paged cache, for tests that check addressing (std::invalid_argument for another
+// cache): the pool page of each of the sequence's pages (-1 = not yet allocated), and its state slot.
+std::vector<int> paged_block_table(const KvCache& paged_cache, int seq);
+int paged_state_slot(const KvCache& paged_cache, int seq);
 
 }  // namespace dsv4::ref
