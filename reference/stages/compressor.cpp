@@ -228,6 +228,7 @@ Mat postprocess_entries(const CompressorWeights& w, CompressorKind kind, const M
   if (rope.rope_dim <= 0 || rope.rope_dim > w.head_dim)
     throw std::invalid_argument("postprocess_entries: rope_dim must be in (0, " + std::to_string(w.head_dim) +
                                 "], got " + std::to_string(rope.rope_dim));
+  if (pooled.rows() == 0) return Mat(0, w.head_dim);
   Mat kv = pooled;
   round_in_place(p.activations, kv);
   kv = rms_norm(kv, w.norm, norm_eps, p);
