@@ -244,7 +244,8 @@ class PagedKvCache final : public CheckedCache {
       const std::vector<int> order = scrambled(pool_pages, scramble_seed);
       free_pages_.assign(order.rbegin(), order.rend());
     }
-    slot_of_ = scrambled(batch_, scramble_seed ^ 0x9e3779b97f4a7c15ULL);
+    // A different permutation than the pages' (seed 0 still meaning no scrambling).
+    slot_of_ = scrambled(batch_, scramble_seed == 0 ? 0 : scramble_seed ^ 0x9e3779b97f4a7c15ULL);
     slots_.resize(batch_);
     for (int seq = 0; seq < batch_; ++seq) {
       slots_[slot_of_[seq]].ring = Mat::Zero(window_, head_dim_);
