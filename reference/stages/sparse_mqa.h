@@ -4,7 +4,12 @@
 //   s_j = scale * q_h . kv[idx_j]  over the valid indices (idx != -1),  M = max_j s_j,
 //   o_h = sum_j e^(s_j - M) kv[idx_j] / (sum_j e^(s_j - M) + e^(sink_h - M)).
 // The sink enters the denominator only (a logit with a zero value vector) and not the max.
-// A row with no valid index gives 0.
+// A row with no valid index gives 0. Rounding follows p: logits f32(f32(scale) * f32(q.kv)),
+// probabilities f32 rounded to p.attn_probs before P.V, sums in p.fp32_tensors, output in
+// p.activations. With p.attn_online_blocks the slots are walked in blocks of 64 with a running max
+// (kernel.py); a block without a valid index changes nothing (in DeepSeek's kernel such a block
+// FIRST gives NaN, exp(-inf - -inf), which its window-first lists never produce). kv rows that no
+// valid index references are never read.
 #include "reference/precision.h"
 #include "reference/tensor.h"
 
