@@ -2,12 +2,16 @@
 // Projections. Every product here is computed in fixed-size row chunks (kLinearRowChunk rows,
 // zero padded), so a token's output is bitwise the same whether it is projected alone (decode) or
 // with thousands of others (prefill), and whatever the OpenMP thread count.
+// The output columns (rows of W) are split into panels of kLinearColumnPanel: one task is one
+// (row chunk, W panel) GEMM, tasks run panel by panel so that a panel of W stays in cache while
+// every chunk uses it. Panel shapes depend on N only, so they do not affect determinism either.
 #include "reference/precision.h"
 #include "reference/tensor.h"
 
 namespace dsv4::ref {
 
 inline constexpr Index kLinearRowChunk = 48;
+inline constexpr Index kLinearColumnPanel = 256;
 
 // y = x W^T with fp64 accumulation, rounded to `out`. x [M, K], W [N, K] -> [M, N]
 Mat linear_exact(const Mat& x, const Mat& W, Storage out);
