@@ -147,7 +147,7 @@ TEST_CASE("indexer_scores: V4 dims (64 heads of 128) equal the triple loop") {
                       brute_scores(q, w, keys, 40, 4, bf16_of)));
 }
 
-TEST_CASE("indexer_scores: causal visibility j < (t+1)/4 in prefill, chunked and decode") {
+TEST_CASE("indexer_scores: causal visibility j < (t+1)/4 in prefill and chunked and decode calls") {
   const auto visible_pattern = [](int64_t start_pos, int64_t s) {
     const Index n_keys = (start_pos + s) / 4;
     const Mat q = Mat::Ones(s, 2 * 4), w = Mat::Ones(s, 2), keys = Mat::Ones(n_keys, 4);
@@ -183,7 +183,7 @@ TEST_CASE("indexer_scores: bad shapes throw") {
 // ---------------------------------------------------------------------------------------------
 // indexer_weights and indexer_q
 
-TEST_CASE("indexer_weights: weights_proj(x) * ID^-1/2 * IH^-1/2, the multiplier 2^-6.5 for V4") {
+TEST_CASE("indexer_weights: weights_proj(x) times ID^-1/2 IH^-1/2 = 2^-6.5 for V4") {
   ModelConfig cfg = ModelConfig::tiny();
   cfg.index_n_heads = 64;  // V4's 64 heads of 128: the multiplier of spec section 2.6
   cfg.index_head_dim = 128;
@@ -205,7 +205,7 @@ TEST_CASE("indexer_weights: weights_proj(x) * ID^-1/2 * IH^-1/2, the multiplier 
     }
 }
 
-TEST_CASE("indexer_q: rope, then Hadamard, then FP4 per 32-block") {
+TEST_CASE("indexer_q: rope then Hadamard then FP4 per 32-block") {
   const ModelConfig cfg = ModelConfig::tiny();  // IH = 4 heads of ID = 128 (V4's head dim)
   const int heads = cfg.index_n_heads, head_dim = cfg.index_head_dim, rope_dim = cfg.rope_head_dim;
   IndexerWeights w;
@@ -259,7 +259,7 @@ TEST_CASE("indexer_q: rope, then Hadamard, then FP4 per 32-block") {
 // ---------------------------------------------------------------------------------------------
 // top-k
 
-TEST_CASE("topk: prefill rows with fewer visible entries than k are -1 padded; offset applied") {
+TEST_CASE("topk: prefill rows with fewer visible entries than k are -1 padded and the offset applied") {
   // scores of a 9-token prefill over 2 entries: rows 0-2 see none, rows 3-6 entry 0, rows 7-8 both
   Mat scores(9, 2);
   scores << -kInf, -kInf, -kInf, -kInf, -kInf, -kInf, 0.5, -kInf, -2.0, -kInf, 1.0, -kInf, 3.0, -kInf,
@@ -284,7 +284,7 @@ TEST_CASE("topk: ties go to the lower entry index") {
   CHECK(topk_indices(scores, 7, 0).row(0) == Eigen::RowVector<int32_t, 7>(1, 2, 4, 6, 3, 0, -1));
 }
 
-TEST_CASE("topk: random bf16 scores with many ties equal a full sort of (score desc, index asc)") {
+TEST_CASE("topk: random bf16 scores with many ties equal a full sort by score desc then index asc") {
   std::mt19937_64 gen(5);
   std::uniform_int_distribution<int> level(-6, 6);  // 13 levels over 300 entries: many ties at the k-th
   Mat scores(20, 300);
@@ -322,7 +322,7 @@ TEST_CASE("topk: NaN scores and bad k throw") {
 // ---------------------------------------------------------------------------------------------
 // index lists
 
-TEST_CASE("window_indices: prefill matrix of s = 5, W = 3 (spec 4.1), written by hand") {
+TEST_CASE("window_indices: prefill matrix of s = 5 and W = 3 (spec 4.1) written by hand") {
   const IndexSpace space = IndexSpace::for_call(0, 5, 3);
   CHECK(space.kind == IndexSpace::Kind::prefill);
   CHECK(window_indices(space) == rows_of({{0, -1, -1}, {0, 1, -1}, {0, 1, 2}, {1, 2, 3}, {2, 3, 4}}));
@@ -332,7 +332,7 @@ TEST_CASE("window_indices: prefill matrix of s = 5, W = 3 (spec 4.1), written by
   CHECK(space.rows(2) == 7);
 }
 
-TEST_CASE("window_indices: decode ring slots for pos < W-1, pos = W-1 and pos > W-1") {
+TEST_CASE("window_indices: decode ring slots for pos below and at and above W-1") {
   const int W = 4;
   const auto decode = [&](int64_t pos) {
     const IndexSpace space = IndexSpace::for_call(pos, 1, W);
@@ -384,7 +384,7 @@ TEST_CASE("window_indices: every call kind lists the rows of positions t-W+1..t 
       }
 }
 
-TEST_CASE("IndexSpace: kinds, offsets and positions it does not hold") {
+TEST_CASE("IndexSpace: kinds and offsets and positions it does not hold") {
   CHECK(IndexSpace::for_call(0, 1, 8).kind == IndexSpace::Kind::prefill);
   CHECK(IndexSpace::for_call(3, 1, 8).kind == IndexSpace::Kind::decode);
   const IndexSpace chunk = IndexSpace::for_call(10, 4, 8);
@@ -403,7 +403,7 @@ TEST_CASE("IndexSpace: kinds, offsets and positions it does not hold") {
   CHECK_THROWS_AS(IndexSpace::for_call(0, 0, 8), std::invalid_argument);
 }
 
-TEST_CASE("hca_indices: prefill, decode and chunked (spec 8)") {
+TEST_CASE("hca_indices: prefill and decode and chunked (spec 8)") {
   // prefill s = 9, r = 4: [9, 2], offset s = 9
   CHECK(hca_indices(IndexSpace::for_call(0, 9, 3), 4) ==
         rows_of({{-1, -1}, {-1, -1}, {-1, -1}, {9, -1}, {9, -1}, {9, -1}, {9, -1}, {9, 10}, {9, 10}}));
@@ -416,7 +416,7 @@ TEST_CASE("hca_indices: prefill, decode and chunked (spec 8)") {
   CHECK(hca_indices(IndexSpace::for_call(5, 4, 3), 4) == rows_of({{7, -1}, {7, -1}, {7, 8}, {7, 8}}));
 }
 
-TEST_CASE("concat_indices: window first, then compressed") {
+TEST_CASE("concat_indices: window first then compressed") {
   const IndexMat window = rows_of({{0, -1}, {0, 1}});
   const IndexMat compressed = rows_of({{-1, -1, -1}, {2, -1, -1}});
   CHECK(concat_indices(window, compressed) == rows_of({{0, -1, -1, -1, -1}, {0, 1, 2, -1, -1}}));

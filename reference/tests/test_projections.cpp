@@ -108,7 +108,7 @@ Mat normalized(const Mat& y, Index width, const Vec* weight, double eps) {
 // ---------------------------------------------------------------------------------------------
 // window kv and quantize_kv_nope
 
-TEST_CASE("quantize_kv_nope: hand-computed e4m3 values with a UE8M0 block scale; rope dims untouched") {
+TEST_CASE("quantize_kv_nope: hand-computed e4m3 values with a UE8M0 block scale and rope dims untouched") {
   // One block of 64 nope dims (amax 100: t = 100/448 = 0.223, s = 2^ceil(log2 t) = 1/4), then 2 rope dims.
   Mat kv = Mat::Zero(1, 66);
   kv(0, 0) = 100.0;    // 400 -> e4m3 spacing 32 in [256, 512): 12.5 ties to even 12 -> 384 -> 96
@@ -134,7 +134,7 @@ TEST_CASE("quantize_kv_nope: hand-computed e4m3 values with a UE8M0 block scale;
   CHECK_THROWS_AS(quantize_kv_nope(odd, 2, PrecisionPolicy::official()), std::invalid_argument);
 }
 
-TEST_CASE("window_kv official: nope dims on the FP8 grid per 64-block, rope dims bf16 and unquantized") {
+TEST_CASE("window_kv official: nope dims on the FP8 grid per 64-block and rope dims bf16 unquantized") {
   const ModelConfig cfg = tiny_wide_heads();
   const PrecisionPolicy p = PrecisionPolicy::official();
   const AttentionWeights w = make_weights(cfg, 100);
@@ -194,7 +194,7 @@ TEST_CASE("window_kv and q_latent exact: the direct formulas") {
 // ---------------------------------------------------------------------------------------------
 // q heads
 
-TEST_CASE("q_heads: per-head weightless RMS norm, then RoPE at start_pos + i") {
+TEST_CASE("q_heads: per-head weightless RMS norm then RoPE at start_pos + i") {
   const ModelConfig cfg = ModelConfig::tiny();
   const AttentionWeights w = make_weights(cfg, 300);
   const Mat latent = random_uniform(4, cfg.q_lora_rank, -2, 2, 301);

@@ -147,7 +147,7 @@ TEST_CASE("sparse_mqa: official policy within the bf16-derived bound of the fp64
   for (Index i = 0; i < got.size(); ++i) CHECK(got.data()[i] == bf16_round(static_cast<float>(got.data()[i])));
 }
 
-TEST_CASE("sparse_mqa: V4-Flash dims (64 heads of 512, window 128 + top-512), official vs fp64") {
+TEST_CASE("sparse_mqa: V4-Flash dims (64 heads of 512 and window 128 + top-512) official vs fp64") {
   const int heads = 64;
   const double scale = std::pow(512.0, -0.5);
   const Mat q = random_bf16(2, heads * 512, 1.0, 31);
@@ -162,7 +162,7 @@ TEST_CASE("sparse_mqa: V4-Flash dims (64 heads of 512, window 128 + top-512), of
   CHECK(max_abs_diff(got, want) <= 2 * std::ldexp(kv.cwiseAbs().maxCoeff(), -8) + 1e-4);
 }
 
-TEST_CASE("sparse_mqa: the official walk rescales at 64-slot block boundaries, as kernel.py") {
+TEST_CASE("sparse_mqa: the official walk rescales at 64-slot block boundaries as kernel.py does") {
   // One head, d = 2: kv [0, 1] has logit 0, kv [1, -3.5] has logit 2 (q = [2, 0], scale 1), no sink.
   // 27 slots of logit 0, then one slot of logit 2, either in the same 64-block (slot 40) or in the
   // next one (slot 69). E = f32(e^-2), Eb = bf16(E) (the probability cast before P.V).
@@ -204,7 +204,7 @@ TEST_CASE("sparse_mqa: the official walk rescales at 64-slot block boundaries, a
   CHECK(bitwise_equal(sparse_mqa(q, kv, no_sink, slots(69), 1, 1.0, p), same_block));
 }
 
-TEST_CASE("sparse_mqa: the logit is f32(f32(scale) * f32(q.kv)), the scale a float constant of the kernel") {
+TEST_CASE("sparse_mqa: the logit is f32(f32(scale) * f32(q.kv)) with the scale a float constant of the kernel") {
   // One head, d = 1, query i attends to kv row i alone (value D_i = 200 + i): with p = 1,
   // o = D / f32(1 + f32(e^f32(sink - s))), s = f32(f32(512^-1/2) * D). fp32 activations keep the
   // last bits visible.
@@ -287,7 +287,7 @@ TEST_CASE("sparse_mqa: -1 slots are skipped wherever they are") {
                       sparse_mqa(q, kv, sink, compact, 2, scale, PrecisionPolicy::official())));
 }
 
-TEST_CASE("sparse_mqa: whole 64-blocks of -1, the first one included (vLLM #48364)") {
+TEST_CASE("sparse_mqa: whole 64-blocks of -1 including the first one (vLLM #48364)") {
   const Mat q = random_bf16(2, 2 * 16, 2.0, 71);
   const Mat kv = random_bf16(50, 16, 2.0, 72);
   const Vec sink = Vec::Constant(2, -0.5);
@@ -373,7 +373,7 @@ TEST_CASE("sparse_mqa: one valid index returns kv * 1 / (1 + e^(sink - s))") {
   }
 }
 
-TEST_CASE("sparse_mqa: an index outside [-1, n) throws before any arithmetic") {
+TEST_CASE("sparse_mqa: an index outside -1..n-1 throws before any arithmetic") {
   const Problem pr = small_problem(121);
   for (const int32_t bad : {-2, 40, 41, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()}) {
     IndexMat idx = pr.idx;
