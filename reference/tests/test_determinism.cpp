@@ -28,7 +28,7 @@ std::vector<Call> run_with_threads(const AttentionLayer& layer, const Mat& x, in
   return calls;
 }
 
-TEST_CASE("one thread, two threads and a second run give bitwise identical outputs") {
+TEST_CASE("one thread and two threads and a second run give bitwise identical outputs") {
   const ModelConfig cfg = ModelConfig::tiny();
   for (int ratio : {0, 4, 128}) {
     CAPTURE(ratio);

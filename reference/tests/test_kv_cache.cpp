@@ -118,7 +118,7 @@ void check_reads(const KvCache& cache, const KvCache& reference, const std::vect
   }
 }
 
-TEST_CASE("ring and paged caches read back what was written, bitwise, for ratios 0, 4 and 128") {
+TEST_CASE("ring and paged caches read back bitwise what was written for ratios 0 4 128") {
   const ModelConfig cfg = cache_config();
   const int batch = 3;
   for (int ratio : {0, 4, 128}) {
@@ -134,7 +134,7 @@ TEST_CASE("ring and paged caches read back what was written, bitwise, for ratios
   }
 }
 
-TEST_CASE("a fresh sequence: ring slots 0, no entries, fresh compressor states; reset returns to it") {
+TEST_CASE("a fresh or reset sequence has zero ring slots and no entries and fresh compressor states") {
   const ModelConfig cfg = cache_config();
   for (auto make : {+[](const ModelConfig& c) { return make_ring_cache(c, 4, 2); },
                     +[](const ModelConfig& c) { return make_paged_cache(c, 4, 2, 99); }}) {
@@ -222,7 +222,7 @@ TEST_CASE("writes past max_seq_len and malformed writes throw") {
   CHECK_THROWS_AS(make_paged_cache(cfg, 4, 0, 1), std::invalid_argument);
 }
 
-TEST_CASE("the paged pool is handed out in a scrambled order, and reads are still right") {
+TEST_CASE("the paged pool is handed out in a scrambled order and reads are still right") {
   const ModelConfig cfg = cache_config();  // 4 pages of 128 positions per sequence
   const int batch = 4;
   auto ring = make_ring_cache(cfg, 4, batch);

@@ -260,9 +260,70 @@ void check_call_splits(int ratio, int64_t length) {
   }
 }
 
-TEST_CASE("ratio 0: prefill == prefill + decodes == chunked, ring == paged, bitwise") { check_call_splits(0, 80); }
-TEST_CASE("ratio 4: prefill == prefill + decodes == chunked, ring == paged, bitwise") { check_call_splits(4, 150); }
-TEST_CASE("ratio 128: prefill == prefill + decodes == chunked, ring == paged, bitwise") { check_call_splits(128, 300); }
+TEST_CASE("ratio 0 prefill == prefill + decodes == chunked and ring == paged bitwise") { check_call_splits(0, 80); }
+TEST_CASE("ratio 4 prefill == prefill + decodes == chunked and ring == paged bitwise") { check_call_splits(4, 150); }
+TEST_CASE("ratio 128 prefill == prefill + decodes == chunked and ring == paged bitwise") { check_call_splits(128, 300); }
+
+// Brute-force attention of token t over the keys spec section 9 names, written from the formula:
+// the window positions max(0, t-W+1)..t (values: the window kv), the compressed entries (every
+// complete block for HCA; the indexer's top-k by score, lower index on ties, for CSA), and the sink
+// as a logit with a zero value: o_h = sum_j e^(s_j - M) v_j / (sum_j e^(s_j - M) + e^(sink_h - M)).
+Eigen::RowVectorXd brute_force_attention(const StageOutputs& ref, const Eigen::RowVectorXd& q, const Mat& scores,
+                                         Index score_row, int64_t t, const ModelConfig& cfg, int ratio,
+                                         const Vec& sink) {
+  std::vector<Eigen::RowVectorXd> values;
+  for (int64_t p = std::max<int64_t>(0, t - cfg.window_size + 1); p <= t; ++p) values.push_back(ref.kv.row(p));
+  if (ratio == 128)
+    for (int64_t j = 0; j < (t + 1) / 128; ++j) values.push_back(ref.compressor_entries.row(j));
+  if (ratio == 4)
+    for (const LogicalKey& key : expected_indexer_picks(scores, score_row, t, cfg.index_topk))
+      values.push_back(ref.compressor_entries.row(key.value));
+  const int d = cfg.head_dim;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  Eigen::RowVectorXd o(q.size());
+  for (int h = 0; h < cfg.n_heads; ++h) {
+    std::vector<double> logits;
+    for (const auto& v : values) logits.push_back(scale * q.segment(h * d, d).dot(v));
+    const double m = *std::max_element(logits.begin(), logits.end());
+    double denominator = std::exp(sink[h] - m);
+    Eigen::RowVectorXd numerator = Eigen::RowVectorXd::Zero(d);
+    for (size_t j = 0; j < values.size(); ++j) {
+      denominator += std::exp(logits[j] - m);
+      numerator += std::exp(logits[j] - m) * values[j];
+    }
+    o.segment(h * d, d) = numerator / denominator;
+  }
+  return o;
+}
+
+TEST_CASE("exact policy - the attention of every token equals the brute-force formula over its keys") {
+  const ModelConfig cfg = ModelConfig::tiny();
+  for (int ratio : {0, 4, 128}) {
+    CAPTURE(ratio);
+    const AttentionLayer layer = make_layer(cfg, ratio, PrecisionPolicy::exact(), 60 + ratio);
+    const int64_t length = ratio == 128 ? 270 : 100;
+    const Mat x = random_tokens(cfg.dim, length, 61);
+    auto ref_cache = make_ring_cache(cfg, ratio, 1);
+    const StageOutputs ref = run_calls(layer, x, {0, length}, *ref_cache, 0)[0].out;
+    std::vector<int64_t> bounds = random_bounds(37, length - 3, cfg.window_size, 62);
+    for (int64_t b = length - 2; b <= length; ++b) bounds.push_back(b);
+    auto cache = make_paged_cache(cfg, ratio, 1, 63);
+    std::vector<Call> calls = run_calls(layer, x, bounds, *cache, 0);
+    calls.push_back({0, ref});
+    for (const Call& c : calls) {
+      for (Index i = 0; i < c.out.out.rows(); ++i) {
+        const int64_t t = c.start + i;
+        CAPTURE(t);
+        const Eigen::RowVectorXd want = brute_force_attention(ref, c.out.q.row(i), c.out.indexer_scores, i, t, cfg,
+                                                              ratio, layer.weights().attn_sink);
+        // fp64 throughout; only the summation order differs (at most 24 keys of 128 dims, values
+        // and probabilities O(1)): a few 1e-16 each, so 1e-13 absolute is far above rounding and
+        // far below any wrong key (which moves outputs by O(0.01) or more).
+        CHECK((c.out.attn_core.row(i) - want).cwiseAbs().maxCoeff() < 1e-13);
+      }
+    }
+  }
+}
 
 TEST_CASE("a batch equals its sequences run alone") {
   const ModelConfig cfg = ModelConfig::tiny();
@@ -290,7 +351,7 @@ TEST_CASE("a batch equals its sequences run alone") {
   }
 }
 
-TEST_CASE("a decode step's indexer sees the block it completes") {
+TEST_CASE("the indexer of a decode step sees the block it completes") {
   const ModelConfig cfg = ModelConfig::tiny();  // index_topk 8
   const AttentionLayer layer = make_layer(cfg, 4, PrecisionPolicy::official(), 9);
   const Mat x = random_tokens(cfg.dim, 48, 10);
@@ -364,8 +425,8 @@ void check_real_dims(const ModelConfig& cfg) {
 }
 
 TEST_SUITE("slow") {
-  TEST_CASE("V4-Flash dims: one prefill of 5 tokens and one decode") { check_real_dims(ModelConfig::flash()); }
-  TEST_CASE("V4-Pro dims: one prefill of 5 tokens and one decode") { check_real_dims(ModelConfig::pro()); }
+  TEST_CASE("V4-Flash dims - one prefill of 5 tokens and one decode") { check_real_dims(ModelConfig::flash()); }
+  TEST_CASE("V4-Pro dims - one prefill of 5 tokens and one decode") { check_real_dims(ModelConfig::pro()); }
 }
 
 }  // namespace
