@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <functional>
 #include <initializer_list>
 #include <set>
 #include <stdexcept>
@@ -59,8 +58,6 @@ class CaptureReader {
   Capture read();
 
  private:
-  using DatasetVisitor = std::function<void(const std::string& relative, const hdf5::Dataset&)>;
-
   int64_t int_attr(const hdf5::Object& o, const std::string& name, int64_t min, int64_t max) const;
   double real_attr(const hdf5::Object& o, const std::string& name) const;
   std::string string_attr(const hdf5::Object& o, const std::string& name) const;
@@ -75,10 +72,10 @@ class CaptureReader {
   CallCapture read_call(const hdf5::Group& g, int index, int ratio, int expected_batch);
   Tensor read_tensor(const hdf5::Dataset& d, bool is_index, const std::vector<int64_t>& expected,
                      std::string_view shape_doc) const;
-  // Visits the datasets under g that `is_dataset` knows, going into the groups `is_group` knows,
-  // by path relative to the top group; notes unknown members, refuses known names of the wrong kind.
-  void visit_known(const hdf5::Group& g, const std::string& prefix, bool (*is_dataset)(std::string_view),
-                   bool (*is_group)(std::string_view), const DatasetVisitor& visit);
+  // The datasets under g that `is_dataset` knows, going into the groups `is_group` knows, by path
+  // relative to the top group; notes unknown members, refuses known names of the wrong kind.
+  void find_known(const hdf5::Group& g, const std::string& prefix, bool (*is_dataset)(std::string_view),
+                  bool (*is_group)(std::string_view), std::set<std::string>& found);
 
   std::string path_;
   ReadOptions options_;
@@ -140,8 +137,8 @@ void CaptureReader::note_unknown_members(const hdf5::Group& g, std::initializer_
   }
 }
 
-void CaptureReader::visit_known(const hdf5::Group& g, const std::string& prefix, bool (*is_dataset)(std::string_view),
-                                bool (*is_group)(std::string_view), const DatasetVisitor& visit) {
+void CaptureReader::find_known(const hdf5::Group& g, const std::string& prefix, bool (*is_dataset)(std::string_view),
+                               bool (*is_group)(std::string_view), std::set<std::string>& found) {
   for (const hdf5::Member& m : g.members()) {
     std::string relative = prefix.empty() ? m.name : prefix + "/" + m.name;
     std::string full = join_path(g.path(), m.name);
@@ -150,7 +147,7 @@ void CaptureReader::visit_known(const hdf5::Group& g, const std::string& prefix,
     switch (m.kind) {
       case hdf5::Member::Kind::dataset:
         if (known_dataset) {
-          visit(relative, g.dataset(m.name));
+          found.insert(relative);
         } else if (known_group) {
           throw CaptureError(path_, full, expected, "a dataset");
         } else {
@@ -159,7 +156,7 @@ void CaptureReader::visit_known(const hdf5::Group& g, const std::string& prefix,
         break;
       case hdf5::Member::Kind::group:
         if (known_group) {
-          visit_known(g.group(m.name), relative, is_dataset, is_group, visit);
+          find_known(g.group(m.name), relative, is_dataset, is_group, found);
         } else if (known_dataset) {
           throw CaptureError(path_, full, expected, "a group");
         } else {
@@ -168,7 +165,7 @@ void CaptureReader::visit_known(const hdf5::Group& g, const std::string& prefix,
         break;
       case hdf5::Member::Kind::link:
         if (known_dataset || known_group) {
-          throw CaptureError(path_, full, expected, "a soft or external link (captures hold hard links only)");
+          throw CaptureError(path_, full, expected, hdf5::describe(m.kind));
         }
         capture_.notes.push_back("ignored link " + full);
         break;
@@ -230,31 +227,33 @@ void CaptureReader::read_config(const hdf5::Group& g) {
 void CaptureReader::read_weights(const hdf5::Group& g, LayerCapture& layer) {
   const ref::ModelConfig& cfg = capture_.config;
   const int ratio = layer.compress_ratio;
-  std::set<std::string> seen;
-  visit_known(g, "", [](std::string_view n) { return find_weight(n) != nullptr; }, is_weight_group,
-              [&](const std::string& relative, const hdf5::Dataset& d) {
-                const WeightName& w = *find_weight(relative);
-                DatasetLocation at{path_, d.path()};
-                if (!in_scope(w.scope, ratio)) {
-                  throw CaptureError(path_, d.path(),
-                                     fmt::format("no such dataset (weights/{} belongs to {} only; this layer has compress_ratio {})",
-                                                 w.name, scope_text(w.scope), ratio),
-                                     "a dataset");
-                }
-                Tensor t = read_tensor(d, false, w.shape(cfg, ratio), w.shape_doc);
-                check_finite(at, t, false);
-                visit_weight(layer.weights, relative, [&](auto& member) { assign_weight(member, t); });
-                if (!w.linear.empty()) {
-                  std::string kind = d.has_attribute("linear") ? string_attr(d, "linear") : std::string(w.linear);
-                  if (kind != "fp8" && kind != "bf16" && kind != "fp32") {
-                    throw CaptureError(path_, d.attribute_where("linear"), "one of fp8, bf16, fp32", fmt::format("'{}'", kind));
-                  }
-                  layer.weight_linear_kinds[relative] = kind;
-                }
-                seen.insert(relative);
-              });
+  std::set<std::string> present;
+  find_known(g, "", [](std::string_view n) { return find_weight(n) != nullptr; }, is_weight_group, present);
+  // In table order, so the first bad weight reported is the first in the spec's list.
   for (const WeightName& w : weight_names()) {
-    if (in_scope(w.scope, ratio) && seen.count(std::string(w.name)) == 0) {
+    const std::string name(w.name);
+    if (present.count(name) == 0) continue;
+    hdf5::Dataset d = g.dataset(name);
+    DatasetLocation at{path_, d.path()};
+    if (!in_scope(w.scope, ratio)) {
+      throw CaptureError(path_, d.path(),
+                         fmt::format("no such dataset (weights/{} belongs to {} only; this layer has compress_ratio {})",
+                                     w.name, scope_text(w.scope), ratio),
+                         "a dataset");
+    }
+    Tensor t = read_tensor(d, false, w.shape(cfg, ratio), w.shape_doc);
+    check_finite(at, t, false);
+    visit_weight(layer.weights, name, [&](auto& member) { assign_weight(member, t); });
+    if (!w.linear.empty()) {
+      std::string kind = d.has_attribute("linear") ? string_attr(d, "linear") : std::string(w.linear);
+      if (kind != "fp8" && kind != "bf16" && kind != "fp32") {
+        throw CaptureError(path_, d.attribute_where("linear"), "one of fp8, bf16, fp32", fmt::format("'{}'", kind));
+      }
+      layer.weight_linear_kinds[name] = kind;
+    }
+  }
+  for (const WeightName& w : weight_names()) {
+    if (in_scope(w.scope, ratio) && present.count(std::string(w.name)) == 0) {
       throw CaptureError(path_, join_path(g.path(), std::string(w.name)),
                          fmt::format("a dataset {} = {} (required for compress_ratio {})", w.shape_doc,
                                      shape_text(w.shape(cfg, ratio)), ratio),
@@ -287,7 +286,9 @@ CallCapture CaptureReader::read_call(const hdf5::Group& g, int index, int ratio,
 
   std::string x_path = join_path(g.path(), "x");
   std::string x_expected = fmt::format("a dataset [b,s,dim] = [b,{},{}] with b >= 1 (every call has x)", call.seqlen, cfg.dim);
-  if (g.kind_of("x") != hdf5::Member::Kind::dataset) throw CaptureError(path_, x_path, x_expected, "no dataset");
+  if (hdf5::Member::Kind kind = g.kind_of("x"); kind != hdf5::Member::Kind::dataset) {
+    throw CaptureError(path_, x_path, x_expected, hdf5::describe(kind));
+  }
   std::vector<int64_t> x_shape = g.dataset("x").shape();
   if (x_shape.size() != 3 || x_shape[0] < 1 || x_shape[0] > INT_MAX) {
     throw CaptureError(path_, x_path, x_expected, "shape " + shape_text(x_shape));
@@ -299,28 +300,32 @@ CallCapture CaptureReader::read_call(const hdf5::Group& g, int index, int ratio,
   }
 
   CallGeometry geometry{&cfg, ratio, call.batch, call.seqlen, call.start_pos};
-  visit_known(g, "", [](std::string_view n) { return find_stage(n) != nullptr; }, is_stage_group,
-              [&](const std::string& relative, const hdf5::Dataset& d) {
-                const StageName& s = *find_stage(relative);
-                DatasetLocation at{path_, d.path()};
-                if (!in_scope(s.scope, ratio)) {
-                  throw CaptureError(path_, d.path(),
-                                     fmt::format("no such dataset ({} belongs to {} only; this layer has compress_ratio {})",
-                                                 s.name, scope_text(s.scope), ratio),
-                                     "a dataset");
-                }
-                Tensor t = read_tensor(d, s.is_index(), s.shape(geometry), s.shape_doc);
-                if (d.has_attribute("dtype")) {
-                  t.dtype = string_attr(d, "dtype");
-                  check_dtype_name(at, t.dtype, s.is_index());
-                }
-                if (s.is_index()) {
-                  check_indices(at, t, geometry.kv_rows(), kv_rows_text(geometry));
-                } else {
-                  check_finite(at, t, s.values == StageValues::finite_or_minus_inf);
-                }
-                call.stages.emplace(relative, std::move(t));
-              });
+  std::set<std::string> present;
+  find_known(g, "", [](std::string_view n) { return find_stage(n) != nullptr; }, is_stage_group, present);
+  // In table order: x first, then the stages in computation order.
+  for (const StageName& s : stage_names()) {
+    const std::string name(s.name);
+    if (present.count(name) == 0) continue;
+    hdf5::Dataset d = g.dataset(name);
+    DatasetLocation at{path_, d.path()};
+    if (!in_scope(s.scope, ratio)) {
+      throw CaptureError(path_, d.path(),
+                         fmt::format("no such dataset ({} belongs to {} only; this layer has compress_ratio {})", s.name,
+                                     scope_text(s.scope), ratio),
+                         "a dataset");
+    }
+    Tensor t = read_tensor(d, s.is_index(), s.shape(geometry), s.shape_doc);
+    if (d.has_attribute("dtype")) {
+      t.dtype = string_attr(d, "dtype");
+      check_dtype_name(at, t.dtype, s.is_index());
+    }
+    if (s.is_index()) {
+      check_indices(at, t, geometry.kv_rows(), kv_rows_text(geometry));
+    } else {
+      check_finite(at, t, s.values == StageValues::finite_or_minus_inf);
+    }
+    call.stages.emplace(name, std::move(t));
+  }
   return call;
 }
 

@@ -38,6 +38,8 @@ Member::Kind link_kind(hid_t location, const std::string& name) {
   }
 }
 
+}  // namespace
+
 const char* describe(Member::Kind kind) {
   switch (kind) {
     case Member::Kind::group: return "a group";
@@ -47,8 +49,6 @@ const char* describe(Member::Kind kind) {
   }
   return "nothing";
 }
-
-}  // namespace
 
 std::vector<Member> Group::members() const {
   H5G_info_t info{};

@@ -18,6 +18,9 @@ struct Member {
   Kind kind = Kind::other;
 };
 
+// "a group", "a dataset", "a soft or external link (...)", "nothing": for messages.
+const char* describe(Member::Kind kind);
+
 // How write() stores a dataset. Chunked gzip (with byte shuffle) shrinks captures several-fold but
 // costs time, so it is off by default.
 struct WriteOptions {
