@@ -266,7 +266,7 @@ TEST_CASE("precision: the named alternatives differ from official exactly where 
   }
 }
 
-TEST_CASE("precision: every named policy round-trips by name; unknown names throw listing them") {
+TEST_CASE("precision: every named policy round-trips by name, unknown names throw listing them") {
   const std::vector<PrecisionPolicy> all = PrecisionPolicy::all_named();
   const std::vector<std::string> names = {"exact", "official", "fp8-indexer", "fp8-indexer-no-hadamard",
                                           "fp4-indexer-no-hadamard", "no-kv-quant", "bf16", "fp32",

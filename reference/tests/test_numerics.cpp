@@ -107,7 +107,7 @@ TEST_CASE("e4m3: all 256 codes decode to the format's values and re-encode to th
   CHECK(fp8_e4m3_decode(0xfe) == -448);
 }
 
-TEST_CASE("e4m3: every midpoint between neighbours rounds to the even code; off-midpoint to the nearer") {
+TEST_CASE("e4m3: every midpoint between neighbours rounds to the even code, off-midpoint to the nearer") {
   const auto grid = e4m3_grid();
   for (size_t i = 0; i + 1 < grid.size(); ++i) {
     const auto [lo, lo_code] = grid[i];
@@ -167,7 +167,7 @@ TEST_CASE("e4m3: 200k random values equal the brute-force nearest grid point") {
 // ---------------------------------------------------------------------------------------------
 // FP4 E2M1
 
-TEST_CASE("e2m1: all 16 codes decode and re-encode; the grid") {
+TEST_CASE("e2m1: all 16 codes decode and re-encode, the grid") {
   for (int c = 0; c < 16; ++c) {
     CAPTURE(c);
     const double v = fp4_e2m1_decode(static_cast<uint8_t>(c));
@@ -222,7 +222,7 @@ TEST_CASE("e2m1: 100k random values equal the brute-force nearest grid point") {
 // ---------------------------------------------------------------------------------------------
 // BF16 and storage rounding
 
-TEST_CASE("bf16: all 65536 codes round-trip; NaN codes stay NaN") {
+TEST_CASE("bf16: all 65536 codes round-trip, NaN codes stay NaN") {
   for (uint32_t c = 0; c < 65536; ++c) {
     const float v = bf16_decode(static_cast<uint16_t>(c));
     CAPTURE(c);
@@ -236,7 +236,7 @@ TEST_CASE("bf16: all 65536 codes round-trip; NaN codes stay NaN") {
   }
 }
 
-TEST_CASE("bf16: every midpoint between neighbours rounds to the even code; overflow to inf") {
+TEST_CASE("bf16: every midpoint between neighbours rounds to the even code, overflow to inf") {
   // Positive finite codes c and c + 1 (c + 1 = 0x7f80 is inf); the midpoint of the two is the
   // fp32 with bits c:0x8000, and its fp32 neighbours fall to the nearer side.
   for (uint32_t c = 0; c < 0x7f80; ++c) {
@@ -320,7 +320,7 @@ TEST_CASE("UE8M0 ceil (DeepSeek): powers of two exactly, the next float up, the 
   }
 }
 
-TEST_CASE("e8m0 floor (OCP MX): 2^(floor(log2 amax) - emax_elem); the block top clips") {
+TEST_CASE("e8m0 floor (OCP MX): 2^(floor(log2 amax) - emax_elem), the block top clips") {
   const BlockFormat mx = BlockFormat::mxfp4();
   CHECK(block_scale(mx, 7.5, 0) == 1);       // floor(log2 7.5) = 2, emax(e2m1) = 2
   CHECK(block_scale(mx, 8.0, 0) == 2);       // floor(log2 8) = 3
@@ -399,7 +399,7 @@ TEST_CASE("fake-quant UE8M0: every result is s * (nearest grid point of x / s), 
   }
 }
 
-TEST_CASE("fake-quant UE8M0: an all-zero block stays zero, signs of zeros kept; NaN stays NaN") {
+TEST_CASE("fake-quant UE8M0: an all-zero block stays zero, signs of zeros kept, NaN stays NaN") {
   std::vector<double> row(64, 0.0);
   row[3] = -0.0;
   fake_quant_row(BlockFormat::fp8_kv(), row);
