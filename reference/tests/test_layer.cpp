@@ -198,6 +198,14 @@ void check_entries_and_state(const std::vector<Call>& calls, const StageOutputs&
   }
 }
 
+// After a sequence of `length` tokens the ring holds the window kv of its last W positions, each in
+// slot position mod W (what DeepSeek's decode reads, and what a capture's cache/window_kv holds).
+void check_final_ring(const KvCache& cache, int seq, const Mat& kv, int64_t length, int W) {
+  Mat ring = Mat::Zero(W, kv.cols());
+  for (int64_t p = std::max<int64_t>(0, length - W); p < length; ++p) ring.row(p % W) = kv.row(p);
+  CHECK(bitwise_equal(cache.ring(seq, length), ring));
+}
+
 // Call boundaries: a prefill of `first` tokens, then chunks of random length (1 = decode, longer
 // than W = chunked prefill crossing the window) up to `length`.
 std::vector<int64_t> random_bounds(int64_t first, int64_t length, int W, uint64_t seed) {
@@ -242,6 +250,7 @@ void check_call_splits(int ratio, int64_t length) {
         check_call_matches_reference(c, ref[0].out, cfg, ratio);
       }
       check_entries_and_state(calls, ref[0].out, ratio);
+      check_final_ring(*cache, 0, ref[0].out.kv, length, W);
     }
     {
       INFO("prefill 37, then chunks of random length; ring and paged caches");
@@ -256,7 +265,10 @@ void check_call_splits(int ratio, int64_t length) {
         check_same_outputs(calls[i].out, paged_calls[i].out, "ring vs paged, call " + std::to_string(i));
       }
       check_entries_and_state(calls, ref[0].out, ratio);
+      check_final_ring(*ring, 1, ref[0].out.kv, length, W);
+      check_final_ring(*paged, 1, ref[0].out.kv, length, W);
     }
+    check_final_ring(*ref_cache, 0, ref[0].out.kv, length, W);
   }
 }
 
