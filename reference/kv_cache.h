@@ -35,11 +35,13 @@ class KvCache {
   // Starts the sequence anew: no positions, no entries, fresh compressor states, ring slots 0.
   virtual void reset(int seq) = 0;
 
-  // Window kv of position pos (row [d]); a read must be within the last W written positions.
+  // Window kv of position pos (row [d]); a read must be within the last W written positions
+  // (std::out_of_range otherwise). Positions and entries past max_seq_len throw std::out_of_range.
   virtual void write_window(int seq, int64_t pos, const Eigen::RowVectorXd& kv) = 0;
   virtual Eigen::RowVectorXd window_row(int seq, int64_t pos) const = 0;
   // The W ring slots in slot order (slot = pos mod W) after positions [0, end) were written;
-  // slots no position reached are 0, as DeepSeek's zero-initialised buffer. -> [W, d]
+  // slots no position reached are 0, as DeepSeek's zero-initialised buffer; end must be
+  // length(seq) (std::out_of_range otherwise: the ring of an earlier end is gone). -> [W, d]
   virtual Mat ring(int seq, int64_t end) const = 0;
 
   // Compressed entry j of a sequence (row [d] main, [ID] indexer).
