@@ -23,7 +23,8 @@ inline double fp8_e4m3_round(double x) {
   return std::copysign(r > kFp8E4m3Max ? kFp8E4m3Max : r, x);
 }
 
-// Bit code of fp8_e4m3_round(x).
+// Bit code of fp8_e4m3_round(x). NaN gives 0x7f whatever its sign, as CUDA's float conversion
+// does (its double conversion keeps the sign: 0xff).
 inline uint8_t fp8_e4m3_encode(double x) {
   if (std::isnan(x)) return 0x7f;
   const double r = fp8_e4m3_round(x);

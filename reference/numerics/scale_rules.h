@@ -11,6 +11,7 @@ namespace dsv4::ref {
 //   amax' = max(amax, floor) in fp32;  t = fp32(amax' * fp32(1 / qmax));
 //   s = 2^ceil(log2 t), the ceiling taken on the IEEE bits: exponent + (mantissa != 0).
 // floor = 1e-4 for FP8 (qmax 448) and 6 * 2^-126 for FP4 (qmax 6); t is then always a normal fp32.
+// A NaN amax counts as the floor (fmax); block_quant skips NaN when it takes the amax.
 inline int ue8m0_ceil_exponent(float amax, float floor, float qmax) {
   const float a = std::fmax(amax, floor);
   const float t = a * (1.0f / qmax);

@@ -10,7 +10,9 @@ namespace dsv4::ref {
 
 enum class Storage { fp64, fp32, bf16 };
 
-// bf16 rounds through fp32, as torch's values reach bf16 from fp32 arithmetic.
+// bf16 rounds through fp32, as torch's values reach bf16 from fp32 arithmetic. This is a double
+// rounding on purpose: a double just above a bf16 midpoint can round to the midpoint in fp32 and
+// then tie to even downwards, exactly as the fp32 tensor would.
 inline double round_to(Storage s, double x) {
   switch (s) {
     case Storage::fp64: return x;
