@@ -268,7 +268,7 @@ double fp4_round(double v) { return fp4_e2m1_round(v); }
 
 // ================================================================================================
 
-TEST_CASE("compressor: overlap_transform puts block j's b half below block j-1's a half") {
+TEST_CASE("overlap_transform puts block j's b half below block j-1's a half") {
   const int r = 3, d = 2, n = 3;
   std::vector<Mat> blocks;
   for (int j = 0; j < n; ++j) {
@@ -295,7 +295,7 @@ TEST_CASE("compressor: overlap_transform puts block j's b half below block j-1's
   CHECK_THROWS_AS(overlap_transform({Mat::Zero(r, 4), Mat::Zero(r + 1, 4)}, 0), std::invalid_argument);
 }
 
-TEST_CASE("compressor: softmax_pool is a per-channel softmax where a -inf logit weighs exactly 0") {
+TEST_CASE("softmax_pool is a per-channel softmax where a -inf logit weighs exactly 0") {
   const PrecisionPolicy exact = PrecisionPolicy::exact();
   Mat kv(3, 2), score(3, 2);
   kv << 1, 5, 2, 6, 3, 7;
@@ -308,7 +308,7 @@ TEST_CASE("compressor: softmax_pool is a per-channel softmax where a -inf logit 
   CHECK_THROWS_AS(softmax_pool(kv, Mat::Zero(2, 2), exact), std::invalid_argument);
 }
 
-TEST_CASE("compressor: pooled entries equal the brute-force softmax formula at tiny dims") {
+TEST_CASE("pooled entries equal the brute-force softmax formula at tiny dims") {
   for (const Setup& su : tiny_setups(11)) {
     const Index s = 3 * su.r() + 2;  // three completed blocks and a partial one
     const Mat x = random_x(s, su.cfg.dim, 21);
@@ -324,7 +324,7 @@ TEST_CASE("compressor: pooled entries equal the brute-force softmax formula at t
   }
 }
 
-TEST_CASE("compressor: V4-Flash dims match the brute force and prefill equals decode") {
+TEST_CASE("V4-Flash dims match the brute force and prefill equals decode") {
   const ModelConfig flash = ModelConfig::flash();
   const PrecisionPolicy p = PrecisionPolicy::official();
   SUBCASE("CSA main, ratio 4: 9 tokens, prefill vs one by one") {
@@ -349,7 +349,7 @@ TEST_CASE("compressor: V4-Flash dims match the brute force and prefill equals de
   }
 }
 
-TEST_CASE("compressor: prefill equals decode one by one and chunked splits bitwise in entries and state") {
+TEST_CASE("prefill equals decode one by one and chunked splits bitwise in entries and state") {
   for (const Setup& su : tiny_setups(41)) {
     const Index s = su.r() == 4 ? 37 : 2 * 128 + 37;
     const Mat x = random_x(s, su.cfg.dim, 42);
@@ -372,7 +372,7 @@ TEST_CASE("compressor: prefill equals decode one by one and chunked splits bitwi
   }
 }
 
-TEST_CASE("compressor: entry count and first_entry at the block boundaries") {
+TEST_CASE("entry count and first_entry at the block boundaries") {
   const PrecisionPolicy p = PrecisionPolicy::official();
   for (const Setup& su : tiny_setups(51)) {
     if (su.kind == CompressorKind::indexer) continue;  // same state machine as the main C4
@@ -398,7 +398,7 @@ TEST_CASE("compressor: entry count and first_entry at the block boundaries") {
   }
 }
 
-TEST_CASE("compressor: the first C4 entry pools only block 0's b half") {
+TEST_CASE("the first C4 entry pools only block 0's b half") {
   for (const PrecisionPolicy& p : exact_and_official()) {
     const Setup su = tiny_setups(61)[0];
     const int r = su.r(), d = su.d();
@@ -417,7 +417,7 @@ TEST_CASE("compressor: the first C4 entry pools only block 0's b half") {
   }
 }
 
-TEST_CASE("compressor: DeepSeek's prefill formulation gives the same bits") {
+TEST_CASE("DeepSeek's prefill formulation gives the same bits") {
   for (const Setup& su : tiny_setups(71)) {
     const int r = su.r(), d = su.d();
     const Index s = 3 * r + 1;
@@ -446,7 +446,7 @@ TEST_CASE("compressor: DeepSeek's prefill formulation gives the same bits") {
   }
 }
 
-TEST_CASE("compressor: meaningful_rows lists the previous block and the partial rows") {
+TEST_CASE("meaningful_rows lists the previous block and the partial rows") {
   const CompressorState c4 = CompressorState::fresh(4, 8);
   CHECK(c4.meaningful_rows(0) == std::vector<int>{});
   CHECK(c4.meaningful_rows(3) == std::vector<int>{4, 5, 6});
@@ -458,7 +458,7 @@ TEST_CASE("compressor: meaningful_rows lists the previous block and the partial 
   CHECK_THROWS_AS(c4.meaningful_rows(-1), std::out_of_range);
 }
 
-TEST_CASE("compressor: state after a prefill equals DeepSeek's prefill layout on the meaningful rows") {
+TEST_CASE("state after a prefill equals DeepSeek's prefill layout on the meaningful rows") {
   for (const Setup& su : tiny_setups(81)) {
     const int r = su.r();
     const bool overlap = su.w.coff() == 2;
@@ -494,7 +494,7 @@ TEST_CASE("compressor: state after a prefill equals DeepSeek's prefill layout on
   }
 }
 
-TEST_CASE("compressor: NaN in state rows that are not meaningful never reaches the output") {
+TEST_CASE("NaN in state rows that are not meaningful never reaches the output") {
   const PrecisionPolicy p = PrecisionPolicy::official();
   for (const Setup& su : tiny_setups(91)) {
     const Index s = su.r() == 4 ? 29 : 2 * 128 + 5;
@@ -530,7 +530,7 @@ TEST_CASE("compressor: NaN in state rows that are not meaningful never reaches t
   }
 }
 
-TEST_CASE("compressor: main nope dims on the FP8 grid and indexer entries on the FP4 grid only when official") {
+TEST_CASE("main nope dims on the FP8 grid and indexer entries on the FP4 grid only when official") {
   const ModelConfig cfg = ModelConfig::tiny();
   const int rope_dim = cfg.rope_head_dim;
   // Main at the real d = 512 (seven 64-blocks of nope dims) and the indexer at the real d = 128;
@@ -581,7 +581,7 @@ TEST_CASE("compressor: main nope dims on the FP8 grid and indexer entries on the
   }
 }
 
-TEST_CASE("compressor: official post-processing sees the pooled entry only through its bf16 rounding") {
+TEST_CASE("official post-processing sees the pooled entry only through its bf16 rounding") {
   const PrecisionPolicy p = PrecisionPolicy::official();
   for (const Setup& su : tiny_setups(151)) {
     std::mt19937_64 gen(152);
@@ -597,7 +597,7 @@ TEST_CASE("compressor: official post-processing sees the pooled entry only throu
   }
 }
 
-TEST_CASE("compressor: exact post-processing equals a brute-force RMSNorm then RoPE at j*r then Hadamard") {
+TEST_CASE("exact post-processing equals a brute-force RMSNorm then RoPE at j*r then Hadamard") {
   const PrecisionPolicy p = PrecisionPolicy::exact();
   for (const Setup& su : tiny_setups(111)) {
     const int d = su.d(), r = su.r();
@@ -638,7 +638,7 @@ TEST_CASE("compressor: exact post-processing equals a brute-force RMSNorm then R
   }
 }
 
-TEST_CASE("compressor: online C128 equals the stored C128 within the fp32 error of 127 online steps") {
+TEST_CASE("online C128 equals the stored C128 within the fp32 error of 127 online steps") {
   const ModelConfig cfg = ModelConfig::tiny();
   const Setup su{cfg, CompressorKind::main, random_weights(128, 256, cfg.dim, 121)};
   const Index s = 4 * 128 + 3;  // 4 blocks x 256 channels = 1024 channel-blocks, and a partial block
@@ -679,7 +679,7 @@ TEST_CASE("compressor: online C128 equals the stored C128 within the fp32 error 
   }
 }
 
-TEST_CASE("compressor: online C128 prefill equals decode one by one and chunked splits bitwise") {
+TEST_CASE("online C128 prefill equals decode one by one and chunked splits bitwise") {
   const ModelConfig cfg = ModelConfig::tiny();
   const Setup su{cfg, CompressorKind::main, random_weights(128, cfg.head_dim, cfg.dim, 131)};
   const Index s = 2 * 128 + 9;
@@ -712,7 +712,7 @@ TEST_CASE("compressor: online C128 prefill equals decode one by one and chunked 
   }
 }
 
-TEST_CASE("compressor: bad input throws") {
+TEST_CASE("bad input throws") {
   const Setup su = tiny_setups(141)[0];
   const PrecisionPolicy p = PrecisionPolicy::official();
   const RopeTable rope = su.rope(p);
