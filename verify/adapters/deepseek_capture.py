@@ -423,9 +423,8 @@ def write_capture(path: str, args, layers, meta: dict, compress: bool) -> None:
         f.attrs["format_version"] = np.int64(1)
         f.attrs["producer"] = PRODUCER
         f.attrs["model"] = meta["model"]
-        for key, value in meta.items():
-            if key != "model":
-                f.attrs[f"adapter_{key}"] = value
+        # One attribute, so that readers note one unknown member: what ran, as JSON.
+        f.attrs["adapter_provenance"] = json.dumps({k: v for k, v in meta.items() if k != "model"}, sort_keys=True)
         cfg = f.create_group("config")
         for field, kind in CONFIG_ATTRS:
             value = getattr(args, field)
@@ -511,7 +510,7 @@ def main(argv=None) -> int:
                      else "fast_hadamard_transform"),
         "device": str(opts.device),
         "torch_version": str(torch.__version__),
-        "seed": np.int64(opts.seed),
+        "seed": opts.seed,
     }
     write_capture(opts.out, args, layers, meta, compress=not opts.no_compress)
     print(f"wrote {opts.out}", file=sys.stderr)
