@@ -50,23 +50,20 @@ void for_each_tile(Index M, Index N, Body&& body) {
   });
 }
 
-// The chunk's rows of a, zero padded to kLinearRowChunk rows. a [M, K] -> [kLinearRowChunk, K]
-Mat padded_chunk(const Mat& a, const Tile& t) {
-  Mat chunk = Mat::Zero(kLinearRowChunk, a.cols());
-  chunk.topRows(t.rows) = a.middleRows(t.first, t.rows);
-  return chunk;
-}
+// Rows for a whole number of chunks: the real rows, then zeros. M -> ceil(M / chunk) * chunk
+Index padded_rows(Index M) { return (M + kLinearRowChunk - 1) / kLinearRowChunk * kLinearRowChunk; }
 
 }  // namespace
 
 // x [M, K], W [N, K] -> [M, N]
 Mat linear_exact(const Mat& x, const Mat& W, Storage out) {
   check_shapes("linear_exact", x, W);
+  Mat padded = Mat::Zero(padded_rows(x.rows()), x.cols());
+  padded.topRows(x.rows()) = x;
   Mat y(x.rows(), W.rows());
   for_each_tile(x.rows(), W.rows(), [&](const Tile& t) {
-    const Mat a = padded_chunk(x, t);
     Mat product(kLinearRowChunk, t.nn);
-    product.noalias() = a * W.middleRows(t.n0, t.nn).transpose();
+    product.noalias() = padded.middleRows(t.first, kLinearRowChunk) * W.middleRows(t.n0, t.nn).transpose();
     auto dst = y.block(t.first, t.n0, t.rows, t.nn);
     dst = product.topRows(t.rows);
     round_in_place(out, dst);
@@ -92,9 +89,10 @@ Mat linear_fp8_block128(const Mat& x, const Mat& W, Storage out) {
                                 ", expected a multiple of 128");
   const Index k_blocks = K / kBlock;
 
-  // act_quant(x, 128): e4m3 element values a_q and one power-of-two scale per row and K block.
+  // act_quant(x, 128): e4m3 element values a_q (zero padded to whole chunks) and one
+  // power-of-two scale per row and K block.
   const BlockFormat format = BlockFormat::fp8_linear_activation();
-  Mat a_q(M, K);
+  Mat a_q = Mat::Zero(padded_rows(M), K);
   Mat sa(M, k_blocks);
   parallel_for(M, [&](int64_t m) {
     const QuantizedRow q = quantize_row(format, std::span<const double>(x.row(m).data(), K));
@@ -105,17 +103,21 @@ Mat linear_fp8_block128(const Mat& x, const Mat& W, Storage out) {
   const auto f32 = [](double v) { return round_to(Storage::fp32, v); };
   Mat y(M, W.rows());
   for_each_tile(M, W.rows(), [&](const Tile& t) {
-    const Mat a = padded_chunk(a_q, t);
     Mat acc = Mat::Zero(t.rows, t.nn);  // the fp32 accumulator
-    Mat partial(kLinearRowChunk, t.nn);
+    // partial sums of one K block; added to (+=) and reset while they are consumed, which saves
+    // the zeroing pass that `=` would make
+    Mat partial = Mat::Zero(kLinearRowChunk, t.nn);
     for (Index kb = 0; kb < k_blocks; ++kb) {
-      partial.noalias() = a.middleCols(kb * kBlock, kBlock) *
-                          W.block(t.n0, kb * kBlock, t.nn, kBlock).transpose();
-      for (Index r = 0; r < t.rows; ++r) {
-        const double scale = sa(t.first + r, kb);
-        const double* block_sum = partial.row(r).data();
-        double* sum = acc.row(r).data();
-        for (Index n = 0; n < t.nn; ++n) sum[n] = f32(sum[n] + f32(block_sum[n]) * scale);
+      partial.noalias() += a_q.block(t.first, kb * kBlock, kLinearRowChunk, kBlock) *
+                           W.block(t.n0, kb * kBlock, t.nn, kBlock).transpose();
+      for (Index r = 0; r < kLinearRowChunk; ++r) {
+        double* block_sum = partial.row(r).data();
+        if (r < t.rows) {
+          const double scale = sa(t.first + r, kb);
+          double* sum = acc.row(r).data();
+          for (Index n = 0; n < t.nn; ++n) sum[n] = f32(sum[n] + f32(block_sum[n]) * scale);
+        }
+        std::fill(block_sum, block_sum + t.nn, 0.0);
       }
     }
     round_in_place(out, acc);
