@@ -101,7 +101,7 @@ Mat indexer_scores(const Mat& q, const Mat& weights, const Mat& keys, int64_t st
     for (Index j = 0; j < visible; ++j) {
       double head_sum = 0;
       for (Index h = 0; h < heads; ++h) {
-        const double qk = round_to(S, fixed_order_dot(&q(i, h * head_dim), &keys(j, 0), head_dim));
+        const double qk = round_to(S, fixed_order_dot(q.row(i).data() + h * head_dim, keys.row(j).data(), head_dim));
         head_sum += round_to(S, round_to(S, weights(i, h)) * relu(qk));
       }
       scores(i, j) = round_to(S, head_sum);

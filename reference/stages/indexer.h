@@ -11,14 +11,21 @@
 namespace dsv4::ref {
 
 // q = quant(hadamard(rope(wq_b(q_latent)))). q_latent [s, q_lora_rank] -> [s, IH*ID]
+// RoPE on the last rope dims of each of the IH heads; Hadamard of size ID per head when
+// p.indexer_hadamard; p.indexer_qk fake-quant over each token's row of IH*ID values (ID is a multiple
+// of the block, so blocks stay inside a head; a row-amax rule such as NVFP4's sees the whole row).
 Mat indexer_q(const IndexerWeights& w, const Mat& q_latent, int64_t start_pos, const RopeTable& rope,
               const ModelConfig& cfg, const PrecisionPolicy& p);
 
 // w = weights_proj(x) * ID^-1/2 * IH^-1/2 (rounded to activations). x [s, dim] -> [s, IH]
+// Officially: a bf16 linear, then the bf16 tensor times the Python float 2^-6.5, which torch
+// computes in fp32 (the multiplier rounded to p.fp32_tensors, the product to fp32, then to bf16).
 Mat indexer_weights(const IndexerWeights& w, const Mat& x, const ModelConfig& cfg, const PrecisionPolicy& p);
 
 // Scores of the s queries at positions start_pos.. against keys [n_keys, ID], n_keys =
-// (start_pos + s) / 4 (every entry complete by the end of the call). -inf where not visible.
+// (start_pos + s) / 4 (every entry complete by the end of the call). -inf where not visible; keys
+// a query cannot see are never read. Rounded to S = p.indexer_scores after the q.k dot product,
+// after relu(q.k) * w_h, and after the head sum: S(sum_h S(S(w_h) relu(S(q_h . k_j)))).
 // q [s, IH*ID], weights [s, IH], keys [n_keys, ID] -> [s, n_keys]
 Mat indexer_scores(const Mat& q, const Mat& weights, const Mat& keys, int64_t start_pos, int ratio,
                    const PrecisionPolicy& p);

@@ -49,7 +49,7 @@ std::vector<double> head_logits(const double* q_h, const Mat& kv, const int32_t*
   std::vector<double> logits(static_cast<size_t>(n_slots), kNegInf);
   for (Index c = 0; c < n_slots; ++c)
     if (slots[c] != -1) {
-      const double dot = round_to(p.fp32_tensors, fixed_order_dot(q_h, &kv(slots[c], 0), kv.cols()));
+      const double dot = round_to(p.fp32_tensors, fixed_order_dot(q_h, kv.row(slots[c]).data(), kv.cols()));
       logits[static_cast<size_t>(c)] = round_to(p.fp32_tensors, scale * dot);
     }
   return logits;
@@ -117,10 +117,10 @@ Mat sparse_mqa(const Mat& q, const Mat& kv, const Vec& sink, const IndexMat& ind
   const Index n_slots = indices.cols();
   Mat out = Mat::Zero(q.rows(), q.cols());
   parallel_for(q.rows(), [&](int64_t i) {
-    const int32_t* slots = &indices(i, 0);
+    const int32_t* slots = indices.data() + i * n_slots;  // row-major: row i's slots
     if (!any_valid(slots, 0, n_slots)) return;  // no key: output 0 (the window makes this impossible in DeepSeek)
     for (Index h = 0; h < n_heads; ++h) {
-      const std::vector<double> logits = head_logits(&q(i, h * d), kv, slots, n_slots, scale, p);
+      const std::vector<double> logits = head_logits(q.row(i).data() + h * d, kv, slots, n_slots, scale, p);
       SoftmaxState st{kNegInf, 0, Eigen::RowVectorXd::Zero(d)};
       if (p.attn_online_blocks) {
         // kernel.py: blocks of 64 slots with a running max; a block without a valid index changes nothing.

@@ -148,7 +148,7 @@ TEST_CASE("indexer_scores: V4 dims (64 heads of 128) equal the triple loop") {
 }
 
 TEST_CASE("indexer_scores: causal visibility j < (t+1)/4 in prefill and chunked and decode calls") {
-  const auto visible_pattern = [](int64_t start_pos, int64_t s) {
+  const auto visible_pattern = [](int64_t start_pos, int64_t s) -> Mat {
     const Index n_keys = (start_pos + s) / 4;
     const Mat q = Mat::Ones(s, 2 * 4), w = Mat::Ones(s, 2), keys = Mat::Ones(n_keys, 4);
     return indexer_scores(q, w, keys, start_pos, 4, PrecisionPolicy::official())
