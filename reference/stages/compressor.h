@@ -48,6 +48,10 @@ struct CompressorOutput {
 };
 
 // x [s, dim] (the attention input of positions start_pos .. start_pos+s-1). Updates `state`.
+// Precondition: `state` holds this sequence's first start_pos tokens (fresh when start_pos is 0).
+// The chunk is walked token by token through the state, as DeepSeek's decode does; overlap block 0
+// pools only its own "b" half: its previous rows are the fresh fill (kv 0, score -inf, weight
+// exactly 0) whatever the state holds there, as in DeepSeek's prefill.
 CompressorOutput compress(const CompressorWeights& w, CompressorKind kind, const Mat& x,
                           int64_t start_pos, CompressorState& state, const RopeTable& rope,
                           double norm_eps, const PrecisionPolicy& p);
@@ -77,6 +81,9 @@ struct OnlineC128State {
   Eigen::RowVectorXd max, sum, mean;  // [d] each
   static OnlineC128State fresh(int head_dim);
 };
+// Each step's m', l', mean' are computed in double from the stored state and rounded once to
+// p.fp32_tensors. The emitting step (t mod 128 == 127) also updates the state (sglang skips that
+// write; the next token resets the state either way).
 CompressorOutput compress_online_c128(const CompressorWeights& w, const Mat& x, int64_t start_pos,
                                       OnlineC128State& state, const RopeTable& rope,
                                       double norm_eps, const PrecisionPolicy& p);
