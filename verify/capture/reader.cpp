@@ -269,6 +269,13 @@ void CaptureReader::read_weights(const hdf5::Group& g, LayerCapture& layer) {
     layer.weights.indexer.compressor.ratio = 4;
     layer.weights.indexer.compressor.head_dim = cfg.index_head_dim;
   }
+  // The oracle's own check of the same rules (reference/weights.h). The table checks above name the
+  // dataset first, so this fails only if the table and the oracle disagree.
+  try {
+    layer.weights.validate(cfg);
+  } catch (const std::invalid_argument& e) {
+    throw CaptureError(path_, g.path(), "weights the oracle accepts", e.what());
+  }
 }
 
 CallCapture CaptureReader::read_call(const hdf5::Group& g, int index, int ratio, int expected_batch) {

@@ -7,6 +7,8 @@
                                       attributes of both HDF5 kinds, and unknown extras to be ignored
     write_h5py_capture.py lzf OUT     the same with x compressed by h5py's own lzf filter, which
                                       libhdf5 alone cannot decode
+    write_h5py_capture.py minimal OUT root and config attributes and one call's attributes, no
+                                      datasets: a small seed for the fuzzer (the reader refuses it)
 
 Shapes follow capture-format.md, computed here independently of the C++ stage table. Values follow
 value() below, which the C++ test recomputes: every value is exact in float32.
@@ -87,6 +89,21 @@ def stage_shapes(c, r, b, start, s):
     return st, rows
 
 
+def write_minimal(path):
+    with h5py.File(path, "w") as f:
+        f.attrs["format"] = "dsv4-capture"
+        f.attrs["format_version"] = 1
+        cfg = f.create_group("config")
+        for name, v in {**CONFIG, **REALS}.items():
+            cfg.attrs[name] = v
+        cfg.attrs["precision"] = "official"
+        g = f.create_group("layers/0")
+        g.attrs["compress_ratio"] = 4
+        c = g.create_group("calls/0")
+        c.attrs["start_pos"] = 0
+        c.attrs["seqlen"] = 4
+
+
 def write(path, lzf_x):
     with h5py.File(path, "w") as f:
         f.attrs["format"] = "dsv4-capture"                      # variable-length UTF-8 (Python str)
@@ -137,6 +154,9 @@ def write(path, lzf_x):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3 or sys.argv[1] not in ("valid", "lzf"):
+    if len(sys.argv) != 3 or sys.argv[1] not in ("valid", "lzf", "minimal"):
         sys.exit(__doc__)
-    write(sys.argv[2], lzf_x=sys.argv[1] == "lzf")
+    if sys.argv[1] == "minimal":
+        write_minimal(sys.argv[2])
+    else:
+        write(sys.argv[2], lzf_x=sys.argv[1] == "lzf")
