@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <exception>
 #include <random>
+#include <stdexcept>
 #include <string>
 
 #include "reference/config.h"
@@ -51,10 +52,12 @@ void print_dense(const std::string& name, const Mat& m) {
              finite < m.size() ? fmt::format("  ({} masked)", m.size() - finite) : "");
 }
 
-void print_indices(const std::string& name, const IndexMat& m, Index rows_shown) {
+// The first rows and the last one (the query that sees the most keys).
+void print_indices(const std::string& name, const IndexMat& m, Index first_rows) {
   fmt::print("  {:<30} [{}, {}]\n", name, m.rows(), m.cols());
   const Index cols_shown = std::min<Index>(m.cols(), 24);
-  for (Index r = 0; r < std::min(rows_shown, m.rows()); ++r) {
+  for (Index r = 0; r < m.rows(); ++r) {
+    if (r >= first_rows && r != m.rows() - 1) continue;
     std::string row;
     for (Index c = 0; c < cols_shown; ++c) row += fmt::format(" {}", m(r, c));
     fmt::print("    row {:>4}:{}{}\n", r, row, cols_shown < m.cols() ? " ..." : "");
@@ -111,6 +114,9 @@ int main(int argc, char** argv) {
     using namespace dsv4::ref;
     const ModelConfig cfg = ModelConfig::by_name(config);
     const PrecisionPolicy policy = PrecisionPolicy::by_name(precision);
+    if (prefill + decode > cfg.max_seq_len)
+      throw std::invalid_argument(fmt::format("--prefill + --decode = {} is past max_seq_len = {} of config {}",
+                                              prefill + decode, cfg.max_seq_len, cfg.name));
     fmt::print("config {} (dim {}, heads {}, head_dim {}, window {}), ratio {}, precision: {}\n", cfg.name, cfg.dim,
                cfg.n_heads, cfg.head_dim, cfg.window_size, ratio, policy.describe());
     const AttentionLayer layer(cfg, AttentionWeights::random(cfg, ratio, seed), policy);
