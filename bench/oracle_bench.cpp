@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <ctime>
 #include <functional>
 #include <random>
 #include <string>
@@ -59,18 +60,29 @@ class Threads {
   int before_;
 };
 
-// Runs body once per iteration on `threads` threads, timing the wall clock, and reports GFLOP/s
-// for `flops` per iteration (and tokens/s when tokens > 0).
+// CPU seconds of every thread of the process.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Runs body once per iteration on `threads` threads and reports, for `flops` per iteration:
+// GFLOP/s over the wall clock, and core_GFLOP/s over the CPU time of all threads (the rate of one
+// busy core: it stays meaningful when other processes share the machine). tokens/s when tokens > 0.
 void run_timed(benchmark::State& state, int threads, double flops, int64_t tokens, const std::function<void()>& body) {
   const Threads scope(threads);
-  double seconds = 0;
+  double seconds = 0, cpu_seconds = 0;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = process_cpu_seconds();
     body();
+    cpu_seconds += process_cpu_seconds() - c0;
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   const double iterations = static_cast<double>(state.iterations());
   state.counters["GFLOP/s"] = flops * iterations / seconds / 1e9;
+  state.counters["core_GFLOP/s"] = flops * iterations / cpu_seconds / 1e9;
   state.counters["GFLOP"] = flops / 1e9;
   state.counters["threads"] = threads;
   if (tokens > 0) state.counters["tokens/s"] = static_cast<double>(tokens) * iterations / seconds;
