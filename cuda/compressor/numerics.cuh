@@ -1,0 +1,122 @@
+#pragma once
+// Scalar roundings of the compressor's post-processing, written once for the GPU kernels and for
+// host code (the host test compiles them with g++). Each function follows the oracle's operation
+// order (reference/numerics/*.h, reference/primitives/*.cpp): where the oracle computes one op in
+// double and rounds once, so does this code, in double; fp32 products and quotients are single IEEE
+// operations. The library builds with -fmad=false (device) and -ffp-contract=off (host), so no
+// multiply-add is contracted behind the code's back.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#ifdef __CUDACC__
+#define DSV4_HD __host__ __device__
+#else
+#define DSV4_HD
+#endif
+
+namespace dsv4::cuda {
+
+inline constexpr int kRopeDim = 64;                 // V4: RoPE on the last 64 dims, interleaved pairs
+inline constexpr float kFp8Max = 448.0f;            // e4m3fn largest finite
+inline constexpr float kFp8AmaxFloor = 1e-4f;       // act_quant: amax = max(amax, 1e-4)
+inline constexpr float kFp4Max = 6.0f;              // e2m1 largest
+inline constexpr float kFp4AmaxFloor = 6.0f * 0x1p-126f;  // fp4_act_quant: max(amax, 6 * 2^-126)
+inline constexpr int kFp8Block = 64;                // main kv: FP8 blocks of 64 nope dims
+inline constexpr int kFp4Block = 32;                // indexer k: FP4 blocks of 32
+
+DSV4_HD inline uint32_t float_bits(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+DSV4_HD inline float bits_float(uint32_t u) {
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+// bf16 code of x: round to nearest even; NaN stays a quiet NaN (reference/numerics/bf16.h).
+DSV4_HD inline uint16_t bf16_bits(float x) {
+  uint32_t u = float_bits(x);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+DSV4_HD inline float bf16_value(uint16_t b) { return bits_float(static_cast<uint32_t>(b) << 16); }
+
+DSV4_HD inline float bf16_round(float x) { return bf16_value(bf16_bits(x)); }
+
+// UE8M0 "ceil" block scale exponent (reference/numerics/scale_rules.h): t = fp32(max(amax, floor) *
+// fp32(1 / qmax)), exponent of t rounded up on its IEEE bits. The scale is 2^exponent.
+DSV4_HD inline int ue8m0_ceil_exponent(float amax, float floor, float qmax) {
+  const float a = fmaxf(amax, floor);
+  const float t = a * (1.0f / qmax);
+  const uint32_t bits = float_bits(t);
+  const int exponent = static_cast<int>((bits >> 23) & 0xffu) - 127;
+  return exponent + ((bits & 0x7fffffu) != 0 ? 1 : 0);
+}
+
+// e4m3fn rounding of an already scaled value: nearest even, saturating at +-448, NaN stays NaN
+// (reference/numerics/fp8_e4m3.h). a / quantum and r * quantum are exact (powers of two).
+DSV4_HD inline float e4m3_round(float x) {
+  if (x != x) return x;
+  const float a = fabsf(x);
+  if (a >= kFp8Max) return copysignf(kFp8Max, x);
+  int e = 0;
+  frexpf(a, &e);  // a = m 2^e, m in [0.5, 1)
+  const int lead = a == 0.0f ? -6 : (e - 1 < -6 ? -6 : e - 1);  // subnormal grid below 2^-6
+  const float quantum = ldexpf(1.0f, lead - 3);                   // 3 mantissa bits
+  const float r = rintf(a / quantum) * quantum;
+  return copysignf(r > kFp8Max ? kFp8Max : r, x);
+}
+
+// e2m1 rounding of an already scaled value: nearest even on {0, .5, 1, 1.5, 2, 3, 4, 6},
+// saturating at +-6 (reference/numerics/fp4_e2m1.h). The caller keeps NaN (fake-quant does).
+DSV4_HD inline float e2m1_round(float x) {
+  const float a = fabsf(x);
+  const float quantum = a < 2.0f ? 0.5f : (a < 4.0f ? 1.0f : 2.0f);
+  float r = rintf(a / quantum) * quantum;
+  if (r > kFp4Max) r = kFp4Max;
+  return copysignf(r, x);
+}
+
+// One element of a fake-quantized block with power-of-two scale 2^exponent:
+// bf16(s * round(clamp(x / s, +-qmax))), NaN kept (reference/numerics/block_quant.cpp).
+DSV4_HD inline float fake_quant_fp8(float x, int exponent) {
+  if (x != x) return x;
+  const float s = ldexpf(1.0f, exponent);
+  const float scaled = fminf(fmaxf(x / s, -kFp8Max), kFp8Max);
+  return bf16_round(e4m3_round(scaled) * s);
+}
+
+DSV4_HD inline float fake_quant_fp4(float x, int exponent) {
+  if (x != x) return x;
+  const float s = ldexpf(1.0f, exponent);
+  const float scaled = fminf(fmaxf(x / s, -kFp4Max), kFp4Max);
+  return bf16_round(e2m1_round(scaled) * s);
+}
+
+// RMSNorm's scale from the sum of squares (a double): ms = fp32(sum / d), then
+// r = fp32(1 / sqrt(fp32(ms + eps))), each op in double and rounded once (primitives/rmsnorm.cpp).
+DSV4_HD inline float rms_scale(double sum_squares, int d, double eps) {
+  const float ms = static_cast<float>(sum_squares / static_cast<double>(d));
+  const float t = static_cast<float>(static_cast<double>(ms) + eps);
+  return static_cast<float>(1.0 / sqrt(static_cast<double>(t)));
+}
+
+// RMSNorm of one bf16 value x with scale r and weight w: bf16(fp32(w * fp32(x * r))).
+DSV4_HD inline float rms_apply(float x, float r, float w) { return bf16_round(w * (x * r)); }
+
+// RoPE of the interleaved pair (a, b) by (cos, sin) = (c, s): (a c - b s, a s + b c), each computed
+// in double (products exact: bf16 x fp32), rounded to fp32 and then to bf16 (primitives/rope.cpp).
+DSV4_HD inline float rope_re(float a, float b, float c, float s) {
+  return bf16_round(static_cast<float>(static_cast<double>(a) * c - static_cast<double>(b) * s));
+}
+DSV4_HD inline float rope_im(float a, float b, float c, float s) {
+  return bf16_round(static_cast<float>(static_cast<double>(a) * s + static_cast<double>(b) * c));
+}
+
+}  // namespace dsv4::cuda

@@ -1,0 +1,102 @@
+#pragma once
+// Per-channel softmax pooling shared by the prefill and decode kernels, so that both compute
+// bitwise the same function of the same rows (prefill == decode one by one == chunked, on the GPU).
+// fp32 throughout; exp is CUDA's expf (max 2 ulp error), never __expf.
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "cuda/compressor/compressor_api.h"
+
+namespace dsv4::cuda {
+
+__device__ inline float4 load4(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
+// Inputs read exactly once (the projections): streamed, evict-first in L2.
+__device__ inline float4 load4_stream(const float* p) { return __ldcs(reinterpret_cast<const float4*>(p)); }
+__device__ inline void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+__device__ inline float4 add4(float4 a, float4 b) { return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w); }
+__device__ inline float comp(const float4& v, int k) { return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w; }
+
+// One channel: max first, then the sums in row order; out = sum(kv e) / sum(e). A -inf logit
+// (ratio 4's block 0 "previous" rows) gets e = 0.
+template <int N>
+__device__ inline float pool_channel(const float (&kv)[N], const float (&s)[N]) {
+  float m = s[0];
+#pragma unroll
+  for (int i = 1; i < N; ++i) m = fmaxf(m, s[i]);
+  float den = 0, num = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const float e = expf(s[i] - m);
+    den += e;
+    num += kv[i] * e;
+  }
+  return num / den;
+}
+
+// Four channels of N rows held as float4.
+template <int N>
+__device__ inline float4 pool_rows(const float4 (&kv)[N], const float4 (&s)[N]) {
+  float out[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    float kc[N], sc[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      kc[i] = comp(kv[i], k);
+      sc[i] = comp(s[i], k);
+    }
+    out[k] = pool_channel<N>(kc, sc);
+  }
+  return make_float4(out[0], out[1], out[2], out[3]);
+}
+
+// A running softmax over rows (ratio 128, tuned): (max, sum of e, sum of kv e) per channel, fed in
+// chunks; add_chunk rescales the running sums to the new max with expf(old - new).
+struct RunningPool {
+  float m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+  float den[4] = {0, 0, 0, 0};
+  float num[4] = {0, 0, 0, 0};
+
+  template <int N>
+  __device__ void add_chunk(const float4 (&kv)[N], const float4 (&s)[N]) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      float mc = comp(s[0], k);
+#pragma unroll
+      for (int i = 1; i < N; ++i) mc = fmaxf(mc, comp(s[i], k));
+      const float m_new = fmaxf(m[k], mc);
+      const float keep = expf(m[k] - m_new);  // 0 while m is -inf
+      float d = den[k] * keep, n = num[k] * keep;
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const float e = expf(comp(s[i], k) - m_new);
+        d += e;
+        n += comp(kv[i], k) * e;
+      }
+      m[k] = m_new;
+      den[k] = d;
+      num[k] = n;
+    }
+  }
+};
+
+// The online C128 step of one channel (sglang's state-saving form; the oracle's
+// compress_online_c128 computes the same in double): at slot 0 the state becomes the token alone.
+__device__ inline void online_step(float& m, float& l, float& mean, float s, float kv, bool first) {
+  if (first) {
+    m = s;
+    l = 1.0f;
+    mean = kv;
+    return;
+  }
+  const float m_new = fmaxf(m, s);
+  const float keep = expf(m - m_new);
+  const float add = expf(s - m_new);
+  const float l_new = l * keep + add;
+  mean = (mean * l * keep + kv * add) / l_new;
+  m = m_new;
+  l = l_new;
+}
+
+}  // namespace dsv4::cuda
