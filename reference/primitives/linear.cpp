@@ -6,6 +6,9 @@
 // kLinearRowChunk is a multiple of its register-block width (4, or 8 with AVX-512); and zero
 // padding rows never mix with real ones. test_primitives checks this bitwise for every row
 // position and for one and two threads.
+// Across hosts: Eigen sizes its K blocking from the L1 cache, so the fp64 summation grouping of
+// linear_exact may differ between machines in the last bits of a double (linear_fp8_block128's
+// block sums are exact, so it cannot).
 #include "reference/primitives/linear.h"
 
 #include <algorithm>
