@@ -11,15 +11,6 @@ TypeInfo Attribute::type() const {
   return describe_type(t.get());
 }
 
-std::vector<int64_t> Attribute::shape() const {
-  Handle space(check(H5Aget_space(handle_.get()), file_, where_, "a readable attribute shape"),
-               H5Sclose);
-  int rank = check(H5Sget_simple_extent_ndims(space.get()), file_, where_, "a simple dataspace");
-  std::vector<hsize_t> dims(rank);
-  H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
-  return {dims.begin(), dims.end()};
-}
-
 AttributeValue Attribute::read() const {
   Handle stored(check(H5Aget_type(handle_.get()), file_, where_, "a readable attribute type"),
                 H5Tclose);
@@ -59,7 +50,12 @@ std::string Attribute::read_string(hid_t stored_type) const {
     H5free_memory(text);
     return value;
   }
+  // A damaged file may declare any length: refuse before allocating it.
+  constexpr std::size_t max_bytes = std::size_t{1} << 20;
   std::size_t bytes = H5Tget_size(stored_type);
+  if (bytes > max_bytes) {
+    throw Error(file_, where_, fmt::format("a string of at most {} bytes", max_bytes), fmt::format("{} bytes", bytes));
+  }
   H5T_str_t padding = H5Tget_strpad(stored_type);
   check(H5Tset_size(memory.get(), bytes), file_, where_, "a string type");
   check(H5Tset_strpad(memory.get(), padding == H5T_STR_SPACEPAD ? H5T_STR_SPACEPAD : H5T_STR_NULLPAD),

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <string>
 #include <variant>
-#include <vector>
 
 #include "verify/hdf5/handle.h"
 #include "verify/hdf5/type_info.h"
@@ -22,7 +21,6 @@ class Attribute {
   // "<object path>: attribute '<name>'", the object named in error messages.
   const std::string& where() const { return where_; }
   TypeInfo type() const;
-  std::vector<int64_t> shape() const;  // {} for a scalar
 
   // The value of a scalar (or one-element) attribute: int64 for integer types, double for float
   // types, the text for strings (fixed-length strings end at their first NUL, space-padded ones

@@ -36,7 +36,6 @@ class Group : public Object {
   std::vector<Member> members() const;  // in name order
   // What a relative path names: Kind::other when nothing (or an intermediate is not a group).
   Member::Kind kind_of(const std::string& relative) const;
-  bool has(const std::string& relative) const { return kind_of(relative) != Member::Kind::other; }
 
   // Throw Error ("expected a group, found a dataset", "... found nothing", ...) otherwise.
   Group group(const std::string& relative) const;
