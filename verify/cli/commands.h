@@ -1,0 +1,51 @@
+#pragma once
+// The subcommands of dsv4-verify, one file each: add_* declares the options on the app, run_*
+// runs the parsed command and returns the exit status (cli.h).
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "verify/cli/cli.h"
+#include "verify/replay/replay.h"
+#include "verify/replay/synth.h"
+
+namespace dsv4::verify::cli {
+
+inline constexpr int kExitPass = 0;
+inline constexpr int kExitFail = 1;
+inline constexpr int kExitBadInput = 2;
+
+struct ReplayArgs {
+  std::string file;
+  std::string mode = "stage-local";
+  std::optional<int> layer;
+  std::optional<int> call;
+  std::string stage;
+  std::string backend = "cpu";
+  std::string precision;
+  std::string tolerances;
+  std::string json;
+  std::string markdown;
+  bool fail_fast = false;
+  bool progress = false;
+  std::string command_line;  // the command as typed, for the report's "reproduce" line
+};
+CLI::App* add_replay(CLI::App& app, ReplayArgs& args);
+int run_replay(const ReplayArgs& args, Io io);
+
+struct SynthArgs {
+  SynthOptions options;
+  std::string output;
+};
+CLI::App* add_synth(CLI::App& app, SynthArgs& args);
+int run_synth(const SynthArgs& args, Io io);
+
+struct InspectArgs {
+  std::string file;
+};
+CLI::App* add_inspect(CLI::App& app, InspectArgs& args);
+int run_inspect(const InspectArgs& args, Io io);
+
+}  // namespace dsv4::verify::cli

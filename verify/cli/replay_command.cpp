@@ -1,0 +1,86 @@
+// dsv4-verify replay FILE: one record per (layer, call, stage), printed on stdout (console.h) and
+// optionally written as JSON / Markdown; exit 0 all pass, 1 a stage fails, 2 bad input.
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <exception>
+
+#include "verify/capture/reader.h"
+#include "verify/cli/commands.h"
+#include "verify/report/console.h"
+#include "verify/report/json.h"
+#include "verify/report/markdown.h"
+
+namespace dsv4::verify::cli {
+
+CLI::App* add_replay(CLI::App& app, ReplayArgs& a) {
+  CLI::App* c = app.add_subcommand(
+      "replay",
+      "Replay a capture through the CPU oracle and compare every captured stage: one record per layer, call and "
+      "stage (in the order of the capture format's stage table), PASS/FAIL against the tolerance table, MISSING "
+      "for a stage the capture lacks. Stages the --stage filter leaves out are not reported.");
+  c->add_option("FILE", a.file, "the capture (HDF5, docs/capture-format.md)")->required();
+  c->add_option("--mode", a.mode,
+                "stage-local (default): each stage from the captured inputs of that stage; chained: every stage "
+                "from x and the replay's own earlier results")
+      ->check(CLI::IsMember({"stage-local", "chained"}));
+  c->add_option_function<int>("--layer", [&a](const int& v) { a.layer = v; }, "only layer L (its index in the file)");
+  c->add_option_function<int>("--call", [&a](const int& v) { a.call = v; },
+                              "only call K (earlier calls are replayed for their state, not reported)");
+  c->add_option("--stage", a.stage, "only stages whose name matches REGEX (ECMAScript, searched: 'attn' selects attn/*)");
+  c->add_option("--backend", a.backend, "cpu (the oracle, default) or cuda (the CUDA kernels where they exist)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  c->add_option("--precision", a.precision,
+                "precision policy to replay (official, exact, fp8-indexer, ...); default: the capture's /config precision");
+  c->add_option("--tolerances", a.tolerances, "tolerance table (JSON); default: data/tolerances/<precision>.json");
+  c->add_option("--json", a.json, "also write the report as JSON to this file (whole or not at all)");
+  c->add_option("--markdown", a.markdown, "also write the report as Markdown to this file (whole or not at all)");
+  c->add_flag("--fail-fast", a.fail_fast, "stop at the first failing stage");
+  c->add_flag("--progress", a.progress, "print a progress line on stderr (default: only when stderr is a terminal)");
+  return c;
+}
+
+int run_replay(const ReplayArgs& a, Io io) {
+  const bool show_progress = a.progress || io.err_is_terminal;
+  bool progress_shown = false;
+  auto progress = [&](const ReplayProgress& p) {
+    if (!show_progress) return;
+    const std::string line = fmt::format("replay: layer {} ({}/{}), call {}/{}", p.layer, p.layer_number, p.layers,
+                                         p.call + 1, p.calls);
+    if (io.err_is_terminal) fmt::print(io.err, "\r{}\x1b[K", line);
+    else fmt::print(io.err, "{}\n", line);
+    io.err.flush();
+    progress_shown = true;
+  };
+  auto end_progress = [&] {
+    if (progress_shown && io.err_is_terminal) fmt::print(io.err, "\r\x1b[K");
+  };
+
+  Report report;
+  try {
+    const Capture capture = read_capture(a.file);
+    ReplayOptions options;
+    options.mode = replay_mode_from_string(a.mode);
+    options.precision = a.precision;
+    options.backend = a.backend;
+    options.tolerances = a.tolerances;
+    options.layer = a.layer;
+    options.call = a.call;
+    options.stage_regex = a.stage;
+    options.fail_fast = a.fail_fast;
+    report = replay_capture(capture, options, progress);
+    report.command = a.command_line;
+    end_progress();
+    write_console(io.out, report);
+    io.out.flush();
+    if (!a.json.empty()) write_json_file(a.json, report);
+    if (!a.markdown.empty()) write_markdown_file(a.markdown, report);
+  } catch (const std::exception& e) {
+    end_progress();
+    fmt::print(io.err, "dsv4-verify replay: {}\n", e.what());
+    return kExitBadInput;
+  }
+  return report.counts().failed > 0 ? kExitFail : kExitPass;
+}
+
+}  // namespace dsv4::verify::cli

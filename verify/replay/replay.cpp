@@ -1,0 +1,173 @@
+#include "verify/replay/replay.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <regex>
+#include <stdexcept>
+
+#include "reference/precision.h"
+#include "verify/capture/call_geometry.h"
+#include "verify/capture/stage_names.h"
+#include "verify/compare/dense.h"
+#include "verify/compare/index_set.h"
+#include "verify/replay/stage_table.h"
+#include "verify/tolerance/tolerance_table.h"
+
+namespace dsv4::verify {
+
+namespace {
+
+// The replay's values of a stage, flattened in the capture's order [b, rows, cols].
+std::vector<double> flatten(const std::vector<ref::Mat>& per_sequence) {
+  std::vector<double> out;
+  for (const ref::Mat& m : per_sequence) out.insert(out.end(), m.data(), m.data() + m.size());
+  return out;
+}
+
+std::vector<int64_t> flatten(const std::vector<ref::IndexMat>& per_sequence) {
+  std::vector<int64_t> out;
+  for (const ref::IndexMat& m : per_sequence) out.insert(out.end(), m.data(), m.data() + m.size());
+  return out;
+}
+
+void check_size(const Record& r, size_t replayed, int64_t captured) {
+  if (static_cast<int64_t>(replayed) != captured)
+    throw std::logic_error(fmt::format("replay: layer {} call {} {}: the replay gave {} values for the {} of shape {}",
+                                       r.layer, r.call, r.stage, replayed, captured, format_shape(r.shape)));
+}
+
+Record compare_stage(int layer, const CallCapture& call, const CallGeometry& geometry, const ReplayStage& stage,
+                     const StageValue& value, const ToleranceTable& table) {
+  Record r;
+  r.layer = layer;
+  r.call = call.index;
+  r.stage = std::string(stage.name);
+  if (!call.has(r.stage)) {
+    r.status = Status::missing;
+    r.shape = find_stage(stage.name)->shape(geometry);
+    r.note = "not in the capture";
+    return r;
+  }
+  const Tensor& captured = call.stage(r.stage);
+  r.shape = captured.shape;
+  r.dtype = captured.dtype;
+  r.tolerance = table.at(stage.name);
+  std::vector<std::string> notes = value.notes;
+  if (value.computed_by != "oracle") notes.push_back("computed by " + value.computed_by);
+  r.note = fmt::format("{}", fmt::join(notes, "; "));
+
+  switch (stage.comparison) {
+    case Comparison::dense: {
+      const std::vector<double> replayed = flatten(value.dense);
+      check_size(r, replayed.size(), captured.numel());
+      const DenseMetrics m = compare_dense(replayed, captured.values, captured.shape, *r.tolerance);
+      r.status = m.status;
+      r.metrics = m;
+      break;
+    }
+    case Comparison::dense_state: {
+      const std::vector<double> replayed = flatten(value.dense);
+      check_size(r, replayed.size(), captured.numel());
+      // Rows of [b, coff*r, coff*d]: sequence b's meaningful rows are kept.
+      const int64_t rows_per_sequence = captured.shape.at(1);
+      std::vector<uint8_t> mask(static_cast<size_t>(captured.shape.at(0) * rows_per_sequence), 0);
+      for (int64_t b = 0; b < captured.shape.at(0); ++b)
+        for (int row : value.rows) mask[static_cast<size_t>(b * rows_per_sequence + row)] = 1;
+      const DenseMetrics m = compare_dense_masked(replayed, captured.values, captured.shape, mask, *r.tolerance);
+      r.status = m.status;
+      r.metrics = m;
+      const size_t kept = value.rows.size();
+      if (kept < static_cast<size_t>(rows_per_sequence))
+        r.note += fmt::format("{}{} of {} rows per sequence compared (the others are don't-care slots)",
+                              r.note.empty() ? "" : "; ", kept, rows_per_sequence);
+      break;
+    }
+    case Comparison::index_set: {
+      const std::vector<int64_t> replayed = flatten(value.indices);
+      check_size(r, replayed.size(), captured.numel());
+      const std::vector<int64_t> got(captured.values.begin(), captured.values.end());
+      const int64_t rows = captured.shape.at(0) * captured.shape.at(1);
+      const int64_t ref_cols = value.indices.empty() ? 0 : value.indices.front().cols();
+      const std::vector<double> scores = flatten(value.tie_scores);
+      const int64_t score_cols = value.tie_scores.empty() ? 0 : value.tie_scores.front().cols();
+      const IndexSetMetrics m = compare_index_sets(
+          IndexRows{replayed, rows, ref_cols}, IndexRows{got, rows, captured.shape.at(2)},
+          scores.empty() ? ScoreRows{} : ScoreRows{scores, rows, score_cols}, tie_window(*r.tolerance), value.tie_offset);
+      r.status = m.status;
+      r.metrics = m;
+      break;
+    }
+  }
+  return r;
+}
+
+std::string list_layers(const Capture& c) {
+  std::vector<int> layers;
+  for (const auto& [index, layer] : c.layers) layers.push_back(index);
+  return fmt::format("{}", fmt::join(layers, ", "));
+}
+
+}  // namespace
+
+Report replay_capture(const Capture& capture, const ReplayOptions& options,
+                      const std::function<void(const ReplayProgress&)>& progress) {
+  const std::string precision = options.precision.empty() ? capture.precision : options.precision;
+  const ref::PrecisionPolicy policy = ref::PrecisionPolicy::by_name(precision);
+  const ToleranceTable table =
+      options.tolerances.empty() ? ToleranceTable::for_precision(precision) : ToleranceTable::load(options.tolerances);
+  std::optional<std::regex> stage_filter;
+  if (!options.stage_regex.empty()) {
+    try {
+      stage_filter.emplace(options.stage_regex, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      throw std::invalid_argument(fmt::format("--stage '{}': expected a regular expression, found an error: {}",
+                                              options.stage_regex, e.what()));
+    }
+  }
+  std::vector<const LayerCapture*> layers;
+  for (const auto& [index, layer] : capture.layers)
+    if (!options.layer || *options.layer == index) layers.push_back(&layer);
+  if (layers.empty())
+    throw std::invalid_argument(fmt::format("--layer {}: expected one of the capture's layers ({})", *options.layer,
+                                            list_layers(capture)));
+  if (options.call) {
+    bool found = false;
+    for (const LayerCapture* l : layers) found = found || *options.call < static_cast<int>(l->calls.size());
+    if (*options.call < 0 || !found)
+      throw std::invalid_argument(fmt::format("--call {}: expected a call the selected layers have (0 .. {})",
+                                              *options.call, layers.front()->calls.size() - 1));
+  }
+  const std::unique_ptr<Backend> backend = make_backend(options.backend, precision);
+
+  Report report;
+  report.file = capture.path;
+  report.mode = to_string(options.mode);
+  report.precision = precision;
+  report.backend = backend->name();
+  report.tolerances = table.source();
+
+  for (size_t n = 0; n < layers.size(); ++n) {
+    const LayerCapture& layer = *layers[n];
+    LayerReplay replay(capture, layer, policy, *backend, options.mode);
+    for (const CallCapture& call : layer.calls) {
+      if (options.call && call.index > *options.call) break;
+      if (progress)
+        progress({layer.index, static_cast<int>(n) + 1, static_cast<int>(layers.size()), call.index,
+                  static_cast<int>(layer.calls.size())});
+      const CallValues values = replay.replay_call(call);
+      if (options.call && call.index != *options.call) continue;
+      const CallGeometry geometry{&capture.config, layer.compress_ratio, call.batch, call.seqlen, call.start_pos};
+      for (const ReplayStage& stage : replay_stages()) {
+        if (!in_scope(find_stage(stage.name)->scope, layer.compress_ratio)) continue;
+        if (stage_filter && !std::regex_search(stage.name.begin(), stage.name.end(), *stage_filter)) continue;
+        report.records.push_back(
+            compare_stage(layer.index, call, geometry, stage, values.at(std::string(stage.name)), table));
+        if (options.fail_fast && report.records.back().status == Status::fail) return report;
+      }
+    }
+  }
+  return report;
+}
+
+}  // namespace dsv4::verify

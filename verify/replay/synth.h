@@ -1,0 +1,29 @@
+#pragma once
+// Synthetic captures made by the oracle (`dsv4-verify synth`): random weights on the checkpoint's
+// grids (ref::AttentionWeights::random), a random bf16 input x, a prefill call then one-token
+// decodes over a batch, through ref::AttentionLayer with a ring cache; every stage dataset of every
+// call and, before each call, the cache/ datasets. Deterministic: the same options give the same
+// values, bit for bit.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "verify/capture/capture.h"
+
+namespace dsv4::verify {
+
+struct SynthOptions {
+  std::string config = "tiny";     // ref::ModelConfig::by_name
+  std::vector<int> ratios = {4};   // one layer per entry: layer i has compress ratio ratios[i]
+  int64_t prefill = 13;            // tokens of call 0 (start_pos 0)
+  int64_t decode = 6;              // one-token calls after it
+  int batch = 2;
+  uint64_t seed = 1;
+  std::string precision = "official";  // the policy the oracle runs (ref::PrecisionPolicy::by_name)
+  bool cache = true;               // write the cache/ datasets (state before each call)
+};
+
+// Throws std::invalid_argument for options out of range (naming the option, expected and found).
+Capture synthesize_capture(const SynthOptions& options);
+
+}  // namespace dsv4::verify
