@@ -5,8 +5,8 @@
 //
 // Prefill: 4 sequences x 65536 tokens from position 0 (the spec's "64K tokens x batch 4").
 // Decode: batch 128, one step; "all" = every sequence completes a block this step (the worst case),
-// "mixed" = positions spread so 1 in r completes. A decode case times 100 back-to-back steps between
-// two events and reports the time of one step.
+// "mixed" = positions spread so 1 in r completes; a decode case reports the time of one step out
+// of 100 (back-to-back launches on a stream, or one CUDA graph of the 100).
 //
 //   dsv4-cuda-compressor-bench [--benchmark_filter=...] [--benchmark_out=file.json]
 #include <benchmark/benchmark.h>
@@ -71,7 +71,7 @@ struct Layer {
 
 class EventTimer {
  public:
-  EventTimer() {
+  explicit EventTimer(cudaStream_t stream = nullptr) : stream_(stream) {
     CUDA_CHECK(cudaEventCreate(&start_));
     CUDA_CHECK(cudaEventCreate(&stop_));
   }
@@ -79,9 +79,9 @@ class EventTimer {
     cudaEventDestroy(start_);
     cudaEventDestroy(stop_);
   }
-  void start() { CUDA_CHECK(cudaEventRecord(start_)); }
+  void start() { CUDA_CHECK(cudaEventRecord(start_, stream_)); }
   double stop_seconds() {
-    CUDA_CHECK(cudaEventRecord(stop_));
+    CUDA_CHECK(cudaEventRecord(stop_, stream_));
     CUDA_CHECK(cudaEventSynchronize(stop_));
     float ms = 0;
     CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
@@ -89,6 +89,7 @@ class EventTimer {
   }
 
  private:
+  cudaStream_t stream_;
   cudaEvent_t start_, stop_;
 };
 
@@ -144,7 +145,8 @@ void BM_Prefill(benchmark::State& state, Which which, Variant variant) {
       c128_prefill(layer.params, plan, kv.get(), score.get(), state_kv.get(), state_score.get(), entries.get(),
                    nullptr, variant);
   };
-  run();  // warm-up: module load, first-touch
+  run();  // warm-up: module load, first-touch, v4's occupancy query
+  run();
   CUDA_CHECK(cudaDeviceSynchronize());
   EventTimer t;
   for (auto _ : state) {
@@ -165,7 +167,9 @@ void BM_Prefill(benchmark::State& state, Which which, Variant variant) {
 
 // ---- decode ----------------------------------------------------------------------------------
 
-void BM_Decode(benchmark::State& state, Which which, Variant variant, bool all_complete) {
+// timing: "stream" = 100 back-to-back launches between two events (launch overhead included where
+// the CPU cannot keep ahead); "graph" = the same 100 steps captured in a CUDA graph and replayed.
+void BM_Decode(benchmark::State& state, Which which, Variant variant, bool all_complete, bool graph) {
   const int ratio = which == kC4Main || which == kC4Indexer ? 4 : 128;
   const int d = which == kC4Indexer ? 128 : 512;
   const int coff = ratio == 4 ? 2 : 1;
@@ -192,24 +196,45 @@ void BM_Decode(benchmark::State& state, Which which, Variant variant, bool all_c
     CUDA_CHECK_LAUNCH();
   }
   DeviceBuffer<uint16_t> entries(static_cast<size_t>(kDecodeBatch * d));
+  DeviceBuffer<float> pooled(static_cast<size_t>(kDecodeBatch * d));  // simple needs one; no scratch in a graph
+  float* pool_out = variant == Variant::simple ? pooled.get() : nullptr;
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   auto step = [&] {
     if (online)
-      c128_online_decode(layer.params, plan, kv.get(), score.get(), state_kv.get(), entries.get(), nullptr);
+      c128_online_decode(layer.params, plan, kv.get(), score.get(), state_kv.get(), entries.get(), pool_out, stream);
     else if (ratio == 4)
-      c4_decode(layer.params, plan, kv.get(), score.get(), state_kv.get(), state_score.get(), entries.get(), nullptr,
-                variant);
+      c4_decode(layer.params, plan, kv.get(), score.get(), state_kv.get(), state_score.get(), entries.get(), pool_out,
+                variant, stream);
     else
-      c128_decode(layer.params, plan, kv.get(), score.get(), state_kv.get(), state_score.get(), entries.get(), nullptr,
-                  variant);
+      c128_decode(layer.params, plan, kv.get(), score.get(), state_kv.get(), state_score.get(), entries.get(),
+                  pool_out, variant, stream);
   };
-  step();
   CUDA_CHECK(cudaDeviceSynchronize());
-  EventTimer t;
+  step();
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaGraphExec_t exec = nullptr;
+  if (graph) {
+    cudaGraph_t g = nullptr;
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < kDecodeSteps; ++i) step();
+    CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+    CUDA_CHECK(cudaGraphInstantiate(&exec, g, 0));
+    CUDA_CHECK(cudaGraphDestroy(g));
+    CUDA_CHECK(cudaGraphLaunch(exec, stream));  // warm-up replay
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+  EventTimer t(stream);
   for (auto _ : state) {
     t.start();
-    for (int i = 0; i < kDecodeSteps; ++i) step();
+    if (graph)
+      CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    else
+      for (int i = 0; i < kDecodeSteps; ++i) step();
     state.SetIterationTime(t.stop_seconds() / kDecodeSteps);
   }
+  if (exec) CUDA_CHECK(cudaGraphExecDestroy(exec));
+  CUDA_CHECK(cudaStreamDestroy(stream));
   // Bytes of one step: the new rows read and written into the state; for every completing
   // sequence its pooled rows read, its entry written and (ratio 4) 4 rows of both arrays shifted.
   double bytes = 0;
@@ -225,32 +250,52 @@ void BM_Decode(benchmark::State& state, Which which, Variant variant, bool all_c
   state.counters["completing"] = completing;
 }
 
+const char* variant_name(Variant v) {
+  switch (v) {
+    case Variant::simple: return "simple";
+    case Variant::tuned_v2: return "v2";
+    case Variant::tuned_v3: return "v3";
+    case Variant::tuned: return "tuned";
+  }
+  return "?";
+}
+
+// Fixed iteration counts keep one run short: a prefill iteration is one call, a decode iteration
+// 100 steps.
 void register_all() {
-  benchmark::RegisterBenchmark("CopyD2D/2GiB", BM_CopyD2D)->UseManualTime()->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("CopyD2D/2GiB", BM_CopyD2D)->UseManualTime()->Iterations(30)->Unit(benchmark::kMicrosecond);
   struct P {
     const char* name;
     Which which;
   };
+  const std::vector<Variant> c4_versions{Variant::simple, Variant::tuned_v2, Variant::tuned_v3, Variant::tuned};
+  const std::vector<Variant> two_versions{Variant::simple, Variant::tuned};
   for (P p : {P{"C4Main_d512", kC4Main}, P{"C4Indexer_d128", kC4Indexer}, P{"C128_d512", kC128}})
-    for (Variant v : {Variant::simple, Variant::tuned}) {
-      const std::string name = std::string("Prefill/") + p.name + (v == Variant::simple ? "/simple" : "/tuned") +
-                               "/4x65536";
-      benchmark::RegisterBenchmark(name.c_str(), BM_Prefill, p.which, v)->UseManualTime()->Unit(benchmark::kMicrosecond);
+    for (Variant v : p.which == kC128 ? two_versions : c4_versions) {
+      const std::string name = std::string("Prefill/") + p.name + "/" + variant_name(v) + "/4x65536";
+      benchmark::RegisterBenchmark(name.c_str(), BM_Prefill, p.which, v)
+          ->UseManualTime()
+          ->Iterations(v == Variant::simple ? 5 : 30)
+          ->Unit(benchmark::kMicrosecond);
     }
   benchmark::RegisterBenchmark("Prefill/C128Online_d512/tuned/4x65536", BM_Prefill, kC128Online, Variant::tuned)
       ->UseManualTime()
+      ->Iterations(30)
       ->Unit(benchmark::kMicrosecond);
   for (P p : {P{"C4Main_d512", kC4Main}, P{"C4Indexer_d128", kC4Indexer}, P{"C128_d512", kC128},
               P{"C128Online_d512", kC128Online}})
-    for (Variant v : {Variant::simple, Variant::tuned})
-      for (bool all : {true, false}) {
-        if (p.which == kC128Online && v == Variant::simple) continue;
-        const std::string name = std::string("Decode/") + p.name + (v == Variant::simple ? "/simple" : "/tuned") +
-                                 (all ? "/all" : "/mixed") + "/b128";
-        benchmark::RegisterBenchmark(name.c_str(), BM_Decode, p.which, v, all)
-            ->UseManualTime()
-            ->Unit(benchmark::kMicrosecond);
-      }
+    for (Variant v : two_versions)
+      for (bool all : {true, false})
+        for (bool graph : {false, true}) {
+          if (p.which == kC128Online && v == Variant::simple) continue;
+          if (v == Variant::simple && graph) continue;
+          const std::string name = std::string("Decode/") + p.name + "/" + variant_name(v) +
+                                   (all ? "/all" : "/mixed") + (graph ? "/graph" : "/stream") + "/b128";
+          benchmark::RegisterBenchmark(name.c_str(), BM_Decode, p.which, v, all, graph)
+              ->UseManualTime()
+              ->Iterations(v == Variant::simple ? 2 : 20)
+              ->Unit(benchmark::kMicrosecond);
+        }
 }
 
 }  // namespace

@@ -2,9 +2,10 @@
 # One device call: build with the project's CMake, run the GPU tests, compute-sanitizer memcheck and
 # racecheck on a small case, the C++ benchmark and the PyTorch eager / torch.compile script. Logs go
 # to $OUT (at most 8 files come back): env.txt build.log tests.log sanitizer.log bench.txt bench.json
-# torch.txt torch.json. The last lines printed are a short summary.
+# torch.txt ncu.txt. The last lines printed are a short summary.
 #
-#   COMMIT=<sha> OUT=<dir> bash cuda/run_on_h200.sh [steps...]   (steps: build test sanitize bench torch; default all)
+#   COMMIT=<sha> OUT=<dir> bash cuda/run_on_h200.sh [steps...]
+#   (steps: build test sanitize bench torch ncu; default all)
 #
 # If the project's CMake configure fails on that machine (a dependency missing), the script builds
 # the same targets by hand from .deps/ (headers and libbenchmark carried from the build machine:
@@ -13,7 +14,7 @@ set -uo pipefail
 ROOT=$(pwd)
 OUT=${OUT:-$ROOT/out}
 mkdir -p "$OUT"
-STEPS=${*:-build test sanitize bench torch}
+STEPS=${*:-build test sanitize bench torch ncu}
 BUILD=$ROOT/build/h200
 JOBS=$(nproc)
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -96,19 +97,27 @@ fi
 
 if has bench; then
   t0=$SECONDS
-  timeout 200 "$BENCH_BIN" --benchmark_out="$OUT/bench.json" --benchmark_out_format=json \
-    --benchmark_min_time=0.2 > "$OUT/bench.txt" 2>&1
+  timeout 180 "$BENCH_BIN" --benchmark_out="$OUT/bench.json" --benchmark_out_format=json > "$OUT/bench.txt" 2>&1
   rc=$?
   summary+=("bench rc=$rc ($((SECONDS - t0)) s)")
-  grep -E "CopyD2D|Prefill|Decode" "$OUT/bench.txt" | awk '{printf "%-52s %10s %s %s\n", $1, $2, $3, $(NF)}' | head -40
+  grep -E "CopyD2D|Prefill|Decode" "$OUT/bench.txt" | sed -E 's/ +/ /g; s/manual_time //' | cut -c1-150 | head -40
 fi
 
 if has torch; then
   t0=$SECONDS
-  PYTHONUNBUFFERED=1 timeout 240 python3 bench/torch_compressor_bench.py --json "$OUT/torch.json" > "$OUT/torch.txt" 2>&1
+  PYTHONUNBUFFERED=1 timeout 240 python3 bench/torch_compressor_bench.py > "$OUT/torch.txt" 2>&1
   rc=$?
   summary+=("torch rc=$rc ($((SECONDS - t0)) s)")
   tail -8 "$OUT/torch.txt"
+fi
+
+if has ncu; then  # hardware counters of the second launch of each tuned prefill kernel
+  t0=$SECONDS
+  timeout 150 ncu --clock-control none --kernel-id "::regex:c4_prefill_v4|c128_prefill_tuned|online_prefill_kernel:2" \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,lts__t_bytes.sum \
+    "$BENCH_BIN" --benchmark_filter='Prefill/(C4Main_d512/tuned|C128_d512/tuned|C128Online)' > "$OUT/ncu.txt" 2>&1
+  summary+=("ncu rc=$? ($((SECONDS - t0)) s)")
+  grep -E "c4_prefill|c128_prefill|online_prefill|duration|dram__bytes|pct|inst_executed|lts__t" "$OUT/ncu.txt" | cut -c1-150 | head -40
 fi
 
 printf '%s\n' "${summary[@]}"

@@ -52,8 +52,8 @@ __device__ inline void merge_slabs(const RunningPool& rp, MergeSmem& sm, float (
 #pragma unroll
       for (int s = 0; s < kSlabs; ++s) {
         const float w = expf(sm.m[s][i][k] - m);
-        den += sm.den[s][i][k] * w;
-        num += sm.num[s][i][k] * w;
+        den = fmaf(sm.den[s][i][k], w, den);
+        num = fmaf(sm.num[s][i][k], w, num);
       }
       p[k] = num / den;
     }
@@ -61,8 +61,7 @@ __device__ inline void merge_slabs(const RunningPool& rp, MergeSmem& sm, float (
 }
 
 template <int D, Kind K>
-__global__ void __launch_bounds__(kThreads, 2) c128_prefill_tuned(const ChunkDesc* __restrict__ chunks,
-                                                               const EntryDesc* __restrict__ items, int64_t n_items,
+__global__ void __launch_bounds__(kThreads, 2) c128_prefill_tuned(const EntryDesc* __restrict__ items, int64_t n_items,
                                                                const float* __restrict__ kv,
                                                                const float* __restrict__ score,
                                                                const float* __restrict__ ape,
@@ -81,27 +80,46 @@ __global__ void __launch_bounds__(kThreads, 2) c128_prefill_tuned(const ChunkDes
   int64_t j = 0;
   if (item < n_items) {
     const EntryDesc e = items[item];
-    const ChunkDesc ch = chunks[e.chunk];
+    const ChunkDesc ch = e.chunk;
     j = e.entry;
     const float* skv = state_kv + ch.state_index * (128LL * D);
     const float* sscore = state_score + ch.state_index * (128LL * D);
+    if (128 * j >= ch.start_pos) {  // the whole block is this call's input: consecutive rows
+      const int64_t row0 = ch.first_row + (128 * j - ch.start_pos) + g * kRowsPerSlab;
+      const float* kv0 = kv + row0 * D + c;
+      const float* sc0 = score + row0 * D + c;
+      const float* ape0 = ape + g * kRowsPerSlab * D + c;
 #pragma unroll 1
-    for (int k = 0; k < kRowsPerSlab / kChunk; ++k) {
-      float4 wkv[kChunk], ws[kChunk], wape[kChunk];
-      bool gate[kChunk];
+      for (int k = 0; k < kRowsPerSlab / kChunk; ++k) {
+        float4 wkv[kChunk], ws[kChunk];
 #pragma unroll
-      for (int i = 0; i < kChunk; ++i) {
-        const int slot = g * kRowsPerSlab + k * kChunk + i;
-        const RowRef row = token_row(ch, 128, 128 * j + slot, kv, score, skv, sscore, D);
-        gate[i] = row.from_input;
-        wkv[i] = load4_stream(row.kv + c);
-        ws[i] = load4_stream(row.score + c);
-        wape[i] = load4(ape + slot * D + c);
+        for (int i = 0; i < kChunk; ++i) {
+          wkv[i] = load4_stream(kv0 + (k * kChunk + i) * D);
+          ws[i] = load4_stream(sc0 + (k * kChunk + i) * D);
+        }
+#pragma unroll
+        for (int i = 0; i < kChunk; ++i) ws[i] = add4(ws[i], load4(ape0 + (k * kChunk + i) * D));
+        rp.add_chunk<kChunk>(wkv, ws);
       }
+    } else {
+#pragma unroll 1
+      for (int k = 0; k < kRowsPerSlab / kChunk; ++k) {
+        float4 wkv[kChunk], ws[kChunk], wape[kChunk];
+        bool gate[kChunk];
 #pragma unroll
-      for (int i = 0; i < kChunk; ++i)
-        if (gate[i]) ws[i] = add4(ws[i], wape[i]);
-      rp.add_chunk<kChunk>(wkv, ws);
+        for (int i = 0; i < kChunk; ++i) {
+          const int slot = g * kRowsPerSlab + k * kChunk + i;
+          const RowRef row = token_row(ch, 128, 128 * j + slot, kv, score, skv, sscore, D);
+          gate[i] = row.from_input;
+          wkv[i] = load4(row.kv + c);
+          ws[i] = load4(row.score + c);
+          wape[i] = load4(ape + slot * D + c);
+        }
+#pragma unroll
+        for (int i = 0; i < kChunk; ++i)
+          if (gate[i]) ws[i] = add4(ws[i], wape[i]);
+        rp.add_chunk<kChunk>(wkv, ws);
+      }
     }
   }
   float p[4] = {0, 0, 0, 0};
@@ -171,7 +189,7 @@ void launch_prefill(const CompressorParams& p, const BatchPlan& plan, const floa
   constexpr int kPerBlock = kSlab / (D / 4);
   const int64_t blocks = (plan.n_entries() + kPerBlock - 1) / kPerBlock;
   c128_prefill_tuned<D, Kind::main><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      plan.device_chunks(), plan.device_items(), plan.n_entries(), kv, score, p.ape, state_kv, state_score, p.norm,
+      plan.device_items(), plan.n_entries(), kv, score, p.ape, state_kv, state_score, p.norm,
       p.norm_eps, p.rope, entries, pooled);
   CUDA_CHECK_LAUNCH();
 }

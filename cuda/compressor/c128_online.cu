@@ -68,8 +68,7 @@ __device__ inline void walk(Online4& s, const ChunkDesc& ch, int64_t t0, int64_t
 }
 
 template <int D>
-__global__ void __launch_bounds__(kThreads) online_prefill_kernel(const ChunkDesc* __restrict__ chunks,
-                                                                  const EntryDesc* __restrict__ items,
+__global__ void __launch_bounds__(kThreads) online_prefill_kernel(const EntryDesc* __restrict__ items,
                                                                   int64_t n_items, const float* __restrict__ kv,
                                                                   const float* __restrict__ score,
                                                                   const float* __restrict__ ape,
@@ -86,7 +85,7 @@ __global__ void __launch_bounds__(kThreads) online_prefill_kernel(const ChunkDes
   int64_t j = 0;
   if (item < n_items) {
     const EntryDesc e = items[item];
-    const ChunkDesc ch = chunks[e.chunk];
+    const ChunkDesc ch = e.chunk;
     j = e.entry;
     const int64_t block_start = 128 * j;
     Online4 s{};
@@ -160,7 +159,7 @@ void launch_online_prefill(const CompressorParams& p, const BatchPlan& plan, con
   if (plan.n_entries() > 0) {
     const int64_t blocks = (plan.n_entries() + kPerBlock - 1) / kPerBlock;
     online_prefill_kernel<D><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-        plan.device_chunks(), plan.device_items(), plan.n_entries(), kv, score, p.ape, state, p.norm, p.norm_eps,
+        plan.device_items(), plan.n_entries(), kv, score, p.ape, state, p.norm, p.norm_eps,
         p.rope, entries, pooled);
     CUDA_CHECK_LAUNCH();
   }

@@ -30,9 +30,12 @@
 namespace dsv4::cuda {
 
 // simple: one thread per (entry, channel) pooling, then one thread per entry post-processing (v1).
-// tuned: one 128-thread block per entry (C4) or a 512-thread block with a cross-warp reduction
-// (C128), 16-byte loads, post-processing fused (v2). See docs/cuda-compressor.md.
-enum class Variant { simple, tuned };
+// tuned: one 128-thread slab per entry (C4) or a 512-thread block with a cross-warp reduction
+// (C128), 16-byte loads, post-processing fused. For the C4 prefill, tuned is v4 (a persistent grid
+// whose slabs load the next entry's rows before post-processing the current one); tuned_v2 and
+// tuned_v3 are the earlier C4 prefills, kept for the version ladder (every other kernel runs them as
+// tuned). See docs/cuda-compressor.md.
+enum class Variant { simple, tuned_v2, tuned_v3, tuned };
 
 struct CompressorParams {
   int ratio = 4;       // 4 (overlap, coff 2) or 128
@@ -62,10 +65,10 @@ struct ChunkDesc {
   int32_t state_index;
 };
 struct EntryDesc {
-  int32_t chunk;  // which chunk the entry belongs to
-  int32_t unused;
-  int64_t entry;  // its index j in the sequence (RoPE position j*ratio); output row = this item's index
+  ChunkDesc chunk;  // a copy of its chunk's description: one 32-byte load gives a block everything
+  int64_t entry;    // its index j in the sequence (RoPE position j*ratio); output row = this item's index
 };
+static_assert(sizeof(EntryDesc) == 32, "one entry description = 32 bytes");
 
 // The completed entries of a ragged batch, in chunk order: chunk c owns output rows
 // [entry_offset(c), entry_offset(c+1)), entries j = start_pos/r, ..., (start_pos+length)/r - 1.

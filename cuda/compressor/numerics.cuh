@@ -59,17 +59,20 @@ DSV4_HD inline int ue8m0_ceil_exponent(float amax, float floor, float qmax) {
   return exponent + ((bits & 0x7fffffu) != 0 ? 1 : 0);
 }
 
+// 2^e as an fp32 built from its bits, for e in [-126, 127] (every scale and quantum used here).
+DSV4_HD inline float pow2f(int e) { return bits_float(static_cast<uint32_t>(e + 127) << 23); }
+
 // e4m3fn rounding of an already scaled value: nearest even, saturating at +-448, NaN stays NaN
-// (reference/numerics/fp8_e4m3.h). a / quantum and r * quantum are exact (powers of two).
+// (reference/numerics/fp8_e4m3.h). The grid spacing at a is 2^(lead - 3), lead = the exponent of a
+// (read from its bits) but at least -6 (the subnormal grid); a * 2^(3 - lead) and r * 2^(lead - 3)
+// are exact, so this is the oracle's rint(a / quantum) * quantum.
 DSV4_HD inline float e4m3_round(float x) {
   if (x != x) return x;
   const float a = fabsf(x);
   if (a >= kFp8Max) return copysignf(kFp8Max, x);
-  int e = 0;
-  frexpf(a, &e);  // a = m 2^e, m in [0.5, 1)
-  const int lead = a == 0.0f ? -6 : (e - 1 < -6 ? -6 : e - 1);  // subnormal grid below 2^-6
-  const float quantum = ldexpf(1.0f, lead - 3);                   // 3 mantissa bits
-  const float r = rintf(a / quantum) * quantum;
+  const int e = static_cast<int>((float_bits(a) >> 23) & 0xffu) - 127;  // -127 for 0 and subnormals
+  const int lead = e < -6 ? -6 : e;
+  const float r = rintf(a * pow2f(3 - lead)) * pow2f(lead - 3);
   return copysignf(r > kFp8Max ? kFp8Max : r, x);
 }
 
@@ -78,25 +81,26 @@ DSV4_HD inline float e4m3_round(float x) {
 DSV4_HD inline float e2m1_round(float x) {
   const float a = fabsf(x);
   const float quantum = a < 2.0f ? 0.5f : (a < 4.0f ? 1.0f : 2.0f);
-  float r = rintf(a / quantum) * quantum;
+  const float inverse = a < 2.0f ? 2.0f : (a < 4.0f ? 1.0f : 0.5f);
+  float r = rintf(a * inverse) * quantum;  // exact scalings: rint(a / quantum) * quantum
   if (r > kFp4Max) r = kFp4Max;
   return copysignf(r, x);
 }
 
 // One element of a fake-quantized block with power-of-two scale 2^exponent:
-// bf16(s * round(clamp(x / s, +-qmax))), NaN kept (reference/numerics/block_quant.cpp).
+// bf16(s * round(clamp(x / s, +-qmax))), NaN kept (reference/numerics/block_quant.cpp). x / s is
+// computed as x * 2^-exponent: the same exact value (exponent in [-126, 126] for both formats:
+// the amax floors keep it >= -126).
 DSV4_HD inline float fake_quant_fp8(float x, int exponent) {
   if (x != x) return x;
-  const float s = ldexpf(1.0f, exponent);
-  const float scaled = fminf(fmaxf(x / s, -kFp8Max), kFp8Max);
-  return bf16_round(e4m3_round(scaled) * s);
+  const float scaled = fminf(fmaxf(x * pow2f(-exponent), -kFp8Max), kFp8Max);
+  return bf16_round(e4m3_round(scaled) * pow2f(exponent));
 }
 
 DSV4_HD inline float fake_quant_fp4(float x, int exponent) {
   if (x != x) return x;
-  const float s = ldexpf(1.0f, exponent);
-  const float scaled = fminf(fmaxf(x / s, -kFp4Max), kFp4Max);
-  return bf16_round(e2m1_round(scaled) * s);
+  const float scaled = fminf(fmaxf(x * pow2f(-exponent), -kFp4Max), kFp4Max);
+  return bf16_round(e2m1_round(scaled) * pow2f(exponent));
 }
 
 // RMSNorm's scale from the sum of squares (a double): ms = fp32(sum / d), then

@@ -14,10 +14,12 @@ void require_ratio(int ratio, const char* who) {
     throw std::invalid_argument(std::string(who) + ": ratio must be 4 or 128, got " + std::to_string(ratio));
 }
 
+ChunkDesc to_desc(const SequenceChunk& c) { return {c.start_pos, c.first_row, c.length, c.state_index}; }
+
 std::vector<ChunkDesc> to_desc(const std::vector<SequenceChunk>& chunks) {
   std::vector<ChunkDesc> out;
   out.reserve(chunks.size());
-  for (const SequenceChunk& c : chunks) out.push_back({c.start_pos, c.first_row, c.length, c.state_index});
+  for (const SequenceChunk& c : chunks) out.push_back(to_desc(c));
   return out;
 }
 
@@ -40,7 +42,7 @@ BatchPlan::BatchPlan(const std::vector<SequenceChunk>& chunks, int ratio) : rati
     n_rows_ = std::max(n_rows_, c.first_row + c.length);
     n_states_ = std::max(n_states_, c.state_index + 1);
     for (int64_t j = c.start_pos / ratio; j < (c.start_pos + c.length) / ratio; ++j) {
-      host_items_.push_back({static_cast<int32_t>(i), 0, j});
+      host_items_.push_back({to_desc(c), j});
       max_entry_ = std::max(max_entry_, j);
     }
     offsets_.push_back(static_cast<int64_t>(host_items_.size()));

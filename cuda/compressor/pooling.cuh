@@ -17,7 +17,8 @@ __device__ inline void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p
 __device__ inline float4 add4(float4 a, float4 b) { return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w); }
 __device__ inline float comp(const float4& v, int k) { return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w; }
 
-// One channel: max first, then the sums in row order; out = sum(kv e) / sum(e). A -inf logit
+// One channel: max first, then the sums in row order; out = sum(kv e) / sum(e), kv e added with one
+// fused multiply-add (the library builds with -fmad=false: every fma is written). A -inf logit
 // (ratio 4's block 0 "previous" rows) gets e = 0.
 template <int N>
 __device__ inline float pool_channel(const float (&kv)[N], const float (&s)[N]) {
@@ -29,7 +30,7 @@ __device__ inline float pool_channel(const float (&kv)[N], const float (&s)[N]) 
   for (int i = 0; i < N; ++i) {
     const float e = expf(s[i] - m);
     den += e;
-    num += kv[i] * e;
+    num = fmaf(kv[i], e, num);
   }
   return num / den;
 }
@@ -72,7 +73,7 @@ struct RunningPool {
       for (int i = 0; i < N; ++i) {
         const float e = expf(comp(s[i], k) - m_new);
         d += e;
-        n += comp(kv[i], k) * e;
+        n = fmaf(comp(kv[i], k), e, n);
       }
       m[k] = m_new;
       den[k] = d;

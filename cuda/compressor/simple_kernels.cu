@@ -57,7 +57,7 @@ __device__ float c128_pool_channel(const ChunkDesc& ch, int64_t j, int c, int d,
   return num / den;
 }
 
-__global__ void simple_pool_prefill_kernel(int ratio, int d, const ChunkDesc* chunks, const EntryDesc* items,
+__global__ void simple_pool_prefill_kernel(int ratio, int d, const EntryDesc* items,
                                            int64_t n_items, const float* kv, const float* score,
                                            const float* ape, const float* state_kv, const float* state_score,
                                            float* pooled) {
@@ -66,7 +66,7 @@ __global__ void simple_pool_prefill_kernel(int ratio, int d, const ChunkDesc* ch
   const int64_t item = idx / d;
   const int c = static_cast<int>(idx % d);
   const EntryDesc e = items[item];
-  const ChunkDesc ch = chunks[e.chunk];
+  const ChunkDesc ch = e.chunk;
   const int64_t state_size = (ratio == 4 ? 8LL * 2 * d : 128LL * d);
   const float* skv = state_kv + ch.state_index * state_size;
   const float* sscore = state_score + ch.state_index * state_size;
@@ -207,7 +207,7 @@ void simple_pool_prefill(const CompressorParams& p, const BatchPlan& plan, const
   const int64_t n = plan.n_entries() * p.head_dim;
   if (n == 0) return;
   simple_pool_prefill_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-      p.ratio, p.head_dim, plan.device_chunks(), plan.device_items(), plan.n_entries(), kv, score, p.ape,
+      p.ratio, p.head_dim, plan.device_items(), plan.n_entries(), kv, score, p.ape,
       state_kv, state_score, pooled);
   CUDA_CHECK_LAUNCH();
 }

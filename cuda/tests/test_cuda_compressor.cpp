@@ -81,7 +81,22 @@ std::vector<Setup> all_setups() {
           {"C128 main d128", 128, 128, ref::CompressorKind::main}};
 }
 
-const char* variant_name(Variant v) { return v == Variant::simple ? "simple" : "tuned"; }
+std::string variant_name(Variant v) {
+  switch (v) {
+    case Variant::simple: return "simple";
+    case Variant::tuned_v2: return "tuned_v2";
+    case Variant::tuned_v3: return "tuned_v3";
+    case Variant::tuned: return "tuned";
+  }
+  return "?";
+}
+
+// Every version of a setup's kernels: the C4 prefill has four (v1 simple, v2, v3, v4 = tuned);
+// the others two (simple, tuned).
+std::vector<Variant> variants(int ratio) {
+  if (ratio == 4) return {Variant::simple, Variant::tuned_v2, Variant::tuned_v3, Variant::tuned};
+  return {Variant::simple, Variant::tuned};
+}
 
 double fp32(double v) { return static_cast<double>(static_cast<float>(v)); }
 double bf16(double v) { return ref::round_to(ref::Storage::bf16, v); }
@@ -478,9 +493,10 @@ std::vector<int64_t> boundary_lengths(int r) {
 
 TEST_CASE("ragged prefill matches the oracle at block boundaries for every setup and variant") {
   for (const Setup& su : all_setups())
-    for (Variant v : {Variant::simple, Variant::tuned}) {
+    for (Variant v : variants(su.ratio)) {
       CAPTURE(su.name);
-      CAPTURE(variant_name(v));
+      const std::string variant = variant_name(v);
+      CAPTURE(variant);
       std::mt19937_64 gen(base_seed() ^ std::hash<std::string>{}(su.name));
       const Layer L(su, gen);
       const std::vector<int64_t> lengths = boundary_lengths(su.ratio);
@@ -495,9 +511,10 @@ TEST_CASE("ragged prefill matches the oracle at block boundaries for every setup
 
 TEST_CASE("extend from mid-block and block-boundary positions in one ragged batch") {
   for (const Setup& su : all_setups())
-    for (Variant v : {Variant::simple, Variant::tuned}) {
+    for (Variant v : variants(su.ratio)) {
       CAPTURE(su.name);
-      CAPTURE(variant_name(v));
+      const std::string variant = variant_name(v);
+      CAPTURE(variant);
       std::mt19937_64 gen(base_seed() ^ std::hash<std::string>{}(su.name) ^ 0x51);
       const Layer L(su, gen);
       const int r = su.ratio;
@@ -519,9 +536,10 @@ TEST_CASE("extend from mid-block and block-boundary positions in one ragged batc
 
 TEST_CASE("prefill then decode steps across block boundaries with ragged positions") {
   for (const Setup& su : all_setups())
-    for (Variant v : {Variant::simple, Variant::tuned}) {
+    for (Variant v : variants(su.ratio)) {
       CAPTURE(su.name);
-      CAPTURE(variant_name(v));
+      const std::string variant = variant_name(v);
+      CAPTURE(variant);
       std::mt19937_64 gen(base_seed() ^ std::hash<std::string>{}(su.name) ^ 0xDEC);
       const Layer L(su, gen);
       const int r = su.ratio;
@@ -693,6 +711,7 @@ GpuRun run_split(const Layer& L, Variant v, bool online, const Sequence& q, cons
   for (int64_t len : calls) {
     const bool decode = len == 0;
     const int64_t n_tokens = decode ? 1 : len;
+    REQUIRE(pos + n_tokens <= q.kv.rows());  // the calls must not run past the sequence
     std::vector<float> kv, sc;
     for (int64_t t = pos; t < pos + n_tokens; ++t)
       for (int c = 0; c < width; ++c) {
@@ -764,18 +783,20 @@ TEST_CASE("on the GPU prefill equals decode one by one and chunked splits bitwis
                                 {{"C128 main d512", 128, 512, ref::CompressorKind::main}, false},
                                 {{"C128 online d512", 128, 512, ref::CompressorKind::main}, true}};
   for (const Case& k : cases)
-    for (Variant v : {Variant::simple, Variant::tuned}) {
-      if (k.online && v == Variant::simple) continue;  // online C128 has one version
+    for (Variant v : variants(k.su.ratio)) {
+      if (k.online && v != Variant::tuned) continue;  // online C128 has one version
       CAPTURE(k.su.name);
-      CAPTURE(variant_name(v));
+      const std::string variant = variant_name(v);
+      CAPTURE(variant);
       std::mt19937_64 gen(base_seed() ^ 0x5EED);
       const Layer L(k.su, gen);
       const int64_t s = k.su.ratio == 4 ? 37 : 300;
       const Sequence q = L.sequence(s, gen);
       const GpuRun whole = run_split(L, v, k.online, q, {s});
+      REQUIRE(whole.entries.size() == static_cast<size_t>(s / k.su.ratio * k.su.d));
       const std::vector<int64_t> one_by_one(static_cast<size_t>(s), 0);
       const std::vector<int64_t> chunked =
-          k.su.ratio == 4 ? std::vector<int64_t>{5, 0, 3, 11, 0, 0, 17} : std::vector<int64_t>{100, 27, 0, 1, 129, 0, 42};
+          k.su.ratio == 4 ? std::vector<int64_t>{5, 0, 3, 11, 0, 0, 15} : std::vector<int64_t>{100, 27, 0, 1, 129, 0, 41};
       CHECK(same_bits(whole, run_split(L, v, k.online, q, one_by_one)));
       CHECK(same_bits(whole, run_split(L, v, k.online, q, chunked)));
     }
