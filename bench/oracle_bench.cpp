@@ -81,9 +81,11 @@ void run_timed(benchmark::State& state, int threads, double flops, int64_t token
     seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   const double iterations = static_cast<double>(state.iterations());
-  state.counters["GFLOP/s"] = flops * iterations / seconds / 1e9;
-  state.counters["core_GFLOP/s"] = flops * iterations / cpu_seconds / 1e9;
-  state.counters["GFLOP"] = flops / 1e9;
+  if (flops > 0) {
+    state.counters["GFLOP/s"] = flops * iterations / seconds / 1e9;
+    state.counters["core_GFLOP/s"] = flops * iterations / cpu_seconds / 1e9;
+    state.counters["GFLOP"] = flops / 1e9;
+  }
   state.counters["threads"] = threads;
   if (tokens > 0) state.counters["tokens/s"] = static_cast<double>(tokens) * iterations / seconds;
 }
