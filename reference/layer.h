@@ -46,8 +46,10 @@ class AttentionLayer {
   const RopeTable& rope() const { return rope_; }
   int compress_ratio() const { return w_.compress_ratio; }
 
-  // x [s, dim] of sequence `seq`, positions start_pos .. start_pos+s-1; the cache must hold the
-  // sequence's earlier positions. Throws std::invalid_argument past max_seq_len.
+  // x [s, dim] of sequence `seq`, positions start_pos .. start_pos+s-1. start_pos 0 starts the
+  // sequence anew (cache.reset(seq): fresh compressor states, as DeepSeek's code does not); any other
+  // start_pos must equal cache.length(seq). Throws std::invalid_argument past max_seq_len, for a
+  // start_pos the cache does not continue, and for a cache of another compress ratio.
   StageOutputs forward(const Mat& x, int64_t start_pos, KvCache& cache, int seq) const;
 
   // Every sequence of the batch at the same start_pos (as DeepSeek's forward); xs[b] [s, dim].
