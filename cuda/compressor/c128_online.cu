@@ -5,7 +5,9 @@
 // the difference.
 //
 // Prefill = compress pass + write pass. The compress pass walks each completed block (one
-// entry-slab of threads, 4 channels a thread, rows prefetched 8 at a time), starting from the state
+// entry-slab of threads, 4 channels a thread, rows prefetched 4 at a time; at most 64 registers so
+// that 8 blocks share an SM: the walk is a chain of dependent rounds, so throughput comes from the
+// number of blocks in flight), starting from the state
 // when the block began before this call, and post-processes the entry. The write pass replays the
 // block that holds the call's last token and stores its (m, l, mean): the state is read in the
 // first launch and written in the second only.
@@ -21,7 +23,7 @@ namespace dsv4::cuda {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kChunk = 8;
+constexpr int kChunk = 4;
 
 struct Online4 {
   float m[4], l[4], mean[4];
@@ -46,7 +48,7 @@ __device__ inline void step4(Online4& s, float4 score, float4 kv, bool first) {
 }
 
 // Walks tokens [t0, t1) of one sequence (all in one block of 128, all inputs of this call) from
-// state s; ape added per token. 8 rows are loaded before they are used.
+// state s; ape added per token. kChunk rows are loaded before they are used.
 template <int D>
 __device__ inline void walk(Online4& s, const ChunkDesc& ch, int64_t t0, int64_t t1, const float* __restrict__ kv,
                             const float* __restrict__ score, const float* __restrict__ ape, int c) {
@@ -68,7 +70,7 @@ __device__ inline void walk(Online4& s, const ChunkDesc& ch, int64_t t0, int64_t
 }
 
 template <int D>
-__global__ void __launch_bounds__(kThreads) online_prefill_kernel(const EntryDesc* __restrict__ items,
+__global__ void __launch_bounds__(kThreads, 8) online_prefill_kernel(const EntryDesc* __restrict__ items,
                                                                   int64_t n_items, const float* __restrict__ kv,
                                                                   const float* __restrict__ score,
                                                                   const float* __restrict__ ape,

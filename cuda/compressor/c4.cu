@@ -5,7 +5,6 @@
 // the first use, pools them (pooling.cuh) and runs the fused post-processing
 // (postprocess_fused.cuh). The state is read here and written by the separate write pass, so no
 // block reads what another writes.
-#include <algorithm>
 #include <cmath>
 
 #include "cuda/common/cuda_check.h"
@@ -139,93 +138,6 @@ __global__ void __launch_bounds__(kThreads, 5) c4_prefill_v3(const EntryDesc* __
   postprocess_fused<D, K>(p, j, norm, eps, rope, item < n_items ? entries + item * D : nullptr, smem);
 }
 
-// v4: v3's loads and fast path in a persistent grid (every SM full, grid = SMs x resident blocks):
-// a slab walks entries item, item + stride, ...; after pooling one entry it issues the next entry's
-// 16 loads and only then post-processes, so the loads fly while the post-processing computes.
-// In the fast path the ape rows are added at pooling time (L1 hits), so nothing waits on the loads
-// before the post-processing. A loop is uniform over a block for d = 512 (one entry per block, the
-// post-processing syncs the block) and over a warp for d = 128 (no block sync).
-template <int D>
-__device__ inline bool c4_issue_window(const EntryDesc& e, int c, const float* __restrict__ kv,
-                                       const float* __restrict__ score, const float* __restrict__ ape,
-                                       const float* __restrict__ state_kv, const float* __restrict__ state_score,
-                                       float4 (&wkv)[8], float4 (&ws)[8]) {
-  constexpr int kWidth = 2 * D;
-  const ChunkDesc& ch = e.chunk;
-  const int64_t t0 = 4 * (e.entry - 1);
-  if (e.entry >= 1 && t0 >= ch.start_pos) {
-    const int64_t row0 = ch.first_row + (t0 - ch.start_pos);
-    const float* kv0 = kv + row0 * kWidth + c;
-    const float* sc0 = score + row0 * kWidth + c;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int off = i * kWidth + (i < 4 ? 0 : D);
-      wkv[i] = load4_stream(kv0 + off);
-      ws[i] = load4_stream(sc0 + off);
-    }
-    return true;  // ape still to be added
-  }
-  const float* skv = state_kv + ch.state_index * (8LL * kWidth);
-  const float* sscore = state_score + ch.state_index * (8LL * kWidth);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int64_t t = t0 + i;
-    const int col = i < 4 ? c : D + c;
-    if (t < 0) {
-      wkv[i] = make_float4(0, 0, 0, 0);
-      ws[i] = make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
-      continue;
-    }
-    const RowRef row = token_row(ch, 4, t, kv, score, skv, sscore, kWidth);
-    wkv[i] = load4(row.kv + col);
-    ws[i] = load4(row.score + col);
-    if (row.from_input) ws[i] = add4(ws[i], load4(ape + (t % 4) * kWidth + col));
-  }
-  return false;
-}
-
-template <int D, Kind K>
-__global__ void __launch_bounds__(kThreads, 4) c4_prefill_v4(const EntryDesc* __restrict__ items, int64_t n_items,
-                                                             const float* __restrict__ kv,
-                                                             const float* __restrict__ score,
-                                                             const float* __restrict__ ape,
-                                                             const float* __restrict__ state_kv,
-                                                             const float* __restrict__ state_score,
-                                                             const float* __restrict__ norm, double eps,
-                                                             const float* __restrict__ rope,
-                                                             uint16_t* __restrict__ entries,
-                                                             float* __restrict__ pooled) {
-  constexpr int kWidth = 2 * D;
-  constexpr int kPerBlock = kThreads / (D / 4);
-  __shared__ double smem[kThreads / 32];
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kPerBlock;
-  int64_t item = static_cast<int64_t>(blockIdx.x) * kPerBlock + threadIdx.x / (D / 4);
-  const int c = 4 * (threadIdx.x % (D / 4));
-  float4 wkv[8], ws[8];
-  EntryDesc e{};
-  bool add_ape = false;
-  if (item < n_items) {
-    e = items[item];
-    add_ape = c4_issue_window<D>(e, c, kv, score, ape, state_kv, state_score, wkv, ws);
-  }
-  while (item < n_items) {
-    if (add_ape) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) ws[i] = add4(ws[i], load4(ape + (i % 4) * kWidth + (i < 4 ? 0 : D) + c));
-    }
-    const float4 out = pool_rows<8>(wkv, ws);
-    const float p[4] = {out.x, out.y, out.z, out.w};
-    if (pooled != nullptr) store4(pooled + item * D + c, out);
-    const int64_t j = e.entry, current = item;
-    item += stride;
-    if (item < n_items) {
-      e = items[item];
-      add_ape = c4_issue_window<D>(e, c, kv, score, ape, state_kv, state_score, wkv, ws);
-    }
-    postprocess_fused<D, K>(p, j, norm, eps, rope, entries + current * D, smem);
-  }
-}
-
 // One decode token per sequence: row 4 + t mod 4 of its state gets the token (both halves); when the
 // block completes, the 8-row window is pooled exactly as the prefill pools it, rows [4, 8) are
 // copied to [0, 4), and the entry is post-processed into output row b. A thread reads and writes only
@@ -295,26 +207,14 @@ void launch_prefill(const CompressorParams& p, const BatchPlan& plan, const floa
                     cudaStream_t stream) {
   constexpr int kPerBlock = kThreads / (D / 4);
   const unsigned blocks = static_cast<unsigned>((plan.n_entries() + kPerBlock - 1) / kPerBlock);
-  if (v == Variant::tuned_v2) {
+  if (v == Variant::tuned_v2)
     c4_prefill_tuned<D, K><<<blocks, kThreads, 0, stream>>>(plan.device_items(), plan.n_entries(), kv, score, p.ape,
                                                             state_kv, state_score, p.norm, p.norm_eps, p.rope,
                                                             entries, pooled);
-  } else if (v == Variant::tuned_v3) {
+  else
     c4_prefill_v3<D, K><<<blocks, kThreads, 0, stream>>>(plan.device_items(), plan.n_entries(), kv, score, p.ape,
                                                          state_kv, state_score, p.norm, p.norm_eps, p.rope, entries,
                                                          pooled);
-  } else {
-    static const unsigned resident = [] {  // blocks of this kernel the whole GPU holds at once
-      int device = 0, sms = 0, per_sm = 0;
-      CUDA_CHECK(cudaGetDevice(&device));
-      CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-      CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, c4_prefill_v4<D, K>, kThreads, 0));
-      return static_cast<unsigned>(sms * (per_sm > 0 ? per_sm : 1));
-    }();
-    c4_prefill_v4<D, K><<<std::min(blocks, resident), kThreads, 0, stream>>>(
-        plan.device_items(), plan.n_entries(), kv, score, p.ape, state_kv, state_score, p.norm, p.norm_eps, p.rope,
-        entries, pooled);
-  }
   CUDA_CHECK_LAUNCH();
 }
 

@@ -31,11 +31,10 @@ namespace dsv4::cuda {
 
 // simple: one thread per (entry, channel) pooling, then one thread per entry post-processing (v1).
 // tuned: one 128-thread slab per entry (C4) or a 512-thread block with a cross-warp reduction
-// (C128), 16-byte loads, post-processing fused. For the C4 prefill, tuned is v4 (a persistent grid
-// whose slabs load the next entry's rows before post-processing the current one); tuned_v2 and
-// tuned_v3 are the earlier C4 prefills, kept for the version ladder (every other kernel runs them as
-// tuned). See docs/cuda-compressor.md.
-enum class Variant { simple, tuned_v2, tuned_v3, tuned };
+// (C128), 16-byte loads, post-processing fused; for the C4 prefill this is v3 (contiguous-row fast
+// path, one descriptor load, 96 registers). tuned_v2: the first fused C4 prefill, kept for the
+// version ladder (every other kernel runs it as tuned). See docs/cuda-compressor.md.
+enum class Variant { simple, tuned_v2, tuned };
 
 struct CompressorParams {
   int ratio = 4;       // 4 (overlap, coff 2) or 128

@@ -85,16 +85,15 @@ std::string variant_name(Variant v) {
   switch (v) {
     case Variant::simple: return "simple";
     case Variant::tuned_v2: return "tuned_v2";
-    case Variant::tuned_v3: return "tuned_v3";
     case Variant::tuned: return "tuned";
   }
   return "?";
 }
 
-// Every version of a setup's kernels: the C4 prefill has four (v1 simple, v2, v3, v4 = tuned);
-// the others two (simple, tuned).
+// Every version of a setup's kernels: the C4 prefill has three (v1 simple, v2, v3 = tuned); the
+// others two (simple, tuned).
 std::vector<Variant> variants(int ratio) {
-  if (ratio == 4) return {Variant::simple, Variant::tuned_v2, Variant::tuned_v3, Variant::tuned};
+  if (ratio == 4) return {Variant::simple, Variant::tuned_v2, Variant::tuned};
   return {Variant::simple, Variant::tuned};
 }
 
