@@ -10,22 +10,12 @@
 
 #include "reference/numerics/block_quant.h"
 #include "reference/parallel.h"
+#include "reference/primitives/dot.h"
 #include "reference/primitives/hadamard.h"
 #include "reference/primitives/linear.h"
 
 namespace dsv4::ref {
 namespace {
-
-// a . b summed in a fixed order (four interleaved partial sums), so a score never depends on
-// where its operands sit in memory or on how many tokens or keys share the call.
-double fixed_order_dot(const double* a, const double* b, Index n) {
-  double part[4] = {0, 0, 0, 0};
-  Index k = 0;
-  for (; k + 4 <= n; k += 4)
-    for (int l = 0; l < 4; ++l) part[l] += a[k + l] * b[k + l];
-  for (; k < n; ++k) part[0] += a[k] * b[k];
-  return (part[0] + part[1]) + (part[2] + part[3]);
-}
 
 double relu(double v) { return v < 0 ? 0.0 : v; }  // NaN stays NaN, as torch's relu
 

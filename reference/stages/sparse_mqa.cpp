@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "reference/parallel.h"
+#include "reference/primitives/dot.h"
 
 namespace dsv4::ref {
 namespace {
@@ -17,17 +18,6 @@ namespace {
 constexpr Index kIndexBlock = 64;
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-
-// a . b summed in a fixed order (four interleaved partial sums), so a logit never depends on where
-// its operands sit in memory or on the shape of the call.
-double fixed_order_dot(const double* a, const double* b, Index n) {
-  double part[4] = {0, 0, 0, 0};
-  Index k = 0;
-  for (; k + 4 <= n; k += 4)
-    for (int l = 0; l < 4; ++l) part[l] += a[k + l] * b[k + l];
-  for (; k < n; ++k) part[0] += a[k] * b[k];
-  return (part[0] + part[1]) + (part[2] + part[3]);
-}
 
 // Every index must be -1 or a row of kv; checked before any arithmetic (and outside the parallel
 // loop, which an exception must not leave).
