@@ -213,3 +213,31 @@ TEST_CASE("hdf5: opening says whether the file is missing, not HDF5, or damaged"
   CHECK(contains(e.found(), "HDF5 error: "));
   CHECK(contains(e.found(), "truncated"));
 }
+
+TEST_CASE("hdf5: a fixed-length string attribute longer than 1 MiB is refused before it is read") {
+  TempFile f("hdf5-long-string");
+  {
+    // Attributes over 64 KiB need the dense attribute storage of the newer file format.
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
+    hid_t file = H5Fcreate(f.path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    REQUIRE(file >= 0);
+    hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, (std::size_t{1} << 20) + 1);
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t attr = H5Acreate2(file, "long", type, space, H5P_DEFAULT, H5P_DEFAULT);
+    REQUIRE(attr >= 0);
+    std::string text((std::size_t{1} << 20) + 1, 'a');
+    H5Awrite(attr, type, text.data());
+    H5Aclose(attr);
+    H5Sclose(space);
+    H5Tclose(type);
+    H5Fclose(file);
+    H5Pclose(fapl);
+  }
+  hdf5::File file = hdf5::File::open(f.path);
+  hdf5::Error e = error_of([&] { file.attribute("long").read(); }, f.path);
+  CHECK(e.object() == "/: attribute 'long'");
+  CHECK(e.expected() == "a string of at most 1048576 bytes");
+  CHECK(e.found() == "1048577 bytes");
+}
