@@ -159,6 +159,24 @@ TEST_CASE("dense: the minimum tolerance to pass passes, and the next smaller dou
   CHECK(compare_dense(r, g, shape, tol(1e-7, std::nextafter(m.min_rtol_to_pass, 0.0))).status == Status::fail);
 }
 
+TEST_CASE("dense: the minimum tolerance is found when one term of atol + rtol |ref| swamps the other") {
+  // atol 1 and |ref| 1e-20: rtol * 1e-20 must exceed 2^-53 for 1 + rtol * 1e-20 to round up to
+  // 1 + 2^-52; about 2^40 doubles lie between the first estimate and the answer, so a search that
+  // steps one double at a time would not end.
+  const double one_up = 1.0 + 0x1p-52;
+  DenseMetrics m = compare1d({1e-20}, {1e-20 + one_up}, tol(1.0, 0));
+  CHECK(compare1d({1e-20}, {1e-20 + one_up}, tol(1.0, m.min_rtol_to_pass)).status == Status::pass);
+  CHECK(compare1d({1e-20}, {1e-20 + one_up}, tol(1.0, std::nextafter(m.min_rtol_to_pass, 0.0))).status ==
+        Status::fail);
+  // rtol * |ref| = 2 * 0.5 = 1 and |got - ref| = 1 + 2^-52 (1.5 + 2^-52 is a double): atol must
+  // exceed 2^-53, and the first estimate is 2^-52, 2^52 doubles above it.
+  const double got = 1.5 + 0x1p-52;
+  m = compare1d({0.5}, {got}, tol(0, 2.0));
+  CHECK(m.min_atol_to_pass == std::nextafter(0x1p-53, 1.0));  // 1 + 2^-53 ties to even, down to 1
+  CHECK(compare1d({0.5}, {got}, tol(m.min_atol_to_pass, 2.0)).status == Status::pass);
+  CHECK(compare1d({0.5}, {got}, tol(std::nextafter(m.min_atol_to_pass, 0.0), 2.0)).status == Status::fail);
+}
+
 TEST_CASE("dense: non-finite values must sit at the same positions, and are then left out") {
   // NaN against NaN at the same place: matched, excluded from the metrics, the stage passes.
   DenseMetrics m = compare1d({kNaN, 1.0}, {kNaN, 1.0}, tol(0, 0));
