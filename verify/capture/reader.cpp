@@ -7,6 +7,7 @@
 #include <climits>
 #include <cmath>
 #include <initializer_list>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
