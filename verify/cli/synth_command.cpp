@@ -23,6 +23,10 @@ CLI::App* add_synth(CLI::App& app, SynthArgs& a) {
       ->check(CLI::IsMember({0, 4, 128}));
   c->add_option("--prefill", o.prefill, "tokens of the prefill call (default 13)");
   c->add_option("--decode", o.decode, "one-token decode calls after the prefill (default 6)");
+  c->add_option("--calls", o.calls,
+                "token counts of the calls instead of --prefill/--decode, e.g. 13,5,1 (a prefill, a chunked "
+                "continuation, a decode)")
+      ->delimiter(',');
   c->add_option("--batch", o.batch, "sequences (default 2)");
   c->add_option("--seed", o.seed, "seed of the weights and inputs (default 1)");
   c->add_option("--precision", o.precision, "precision policy the oracle runs (default official)");
@@ -39,7 +43,7 @@ int run_synth(const SynthArgs& a, Io io) {
     options.gzip_level = 9;
     write_capture(a.output, capture, options);
     fmt::print(io.out, "wrote {}: {} layer{}, {} calls each, batch {}\n", a.output, capture.layers.size(),
-               capture.layers.size() == 1 ? "" : "s", a.options.decode + 1, a.options.batch);
+               capture.layers.size() == 1 ? "" : "s", capture.layers.begin()->second.calls.size(), a.options.batch);
   } catch (const std::exception& e) {
     fmt::print(io.err, "dsv4-verify synth: {}\n", e.what());
     return kExitBadInput;

@@ -102,11 +102,20 @@ Capture synthesize_capture(const SynthOptions& o) {
   ref::ModelConfig cfg = ref::ModelConfig::by_name(o.config);
   require(!o.ratios.empty(), "--ratio", "at least one ratio", "none");
   for (int r : o.ratios) require(r == 0 || r == 4 || r == 128, "--ratio", "0, 4 or 128", std::to_string(r));
-  require(o.prefill >= 1, "--prefill", "at least 1 token", std::to_string(o.prefill));
-  require(o.decode >= 0, "--decode", "a count >= 0", std::to_string(o.decode));
-  require(o.prefill + o.decode <= cfg.max_seq_len, "--prefill + --decode",
-          fmt::format("at most max_seq_len = {} of config {}", cfg.max_seq_len, cfg.name),
-          std::to_string(o.prefill + o.decode));
+  std::vector<int64_t> lengths = o.calls;
+  if (lengths.empty()) {
+    require(o.prefill >= 1, "--prefill", "at least 1 token", std::to_string(o.prefill));
+    require(o.decode >= 0, "--decode", "a count >= 0", std::to_string(o.decode));
+    lengths.assign(static_cast<size_t>(o.decode) + 1, 1);
+    lengths.front() = o.prefill;
+  }
+  int64_t tokens = 0;
+  for (int64_t s : lengths) {
+    require(s >= 1, "--calls", "calls of at least 1 token", std::to_string(s));
+    tokens += s;
+  }
+  require(tokens <= cfg.max_seq_len, "tokens (--prefill + --decode, or the sum of --calls)",
+          fmt::format("at most max_seq_len = {} of config {}", cfg.max_seq_len, cfg.name), std::to_string(tokens));
   require(o.batch >= 1, "--batch", "at least 1", std::to_string(o.batch));
   cfg.compress_ratios = o.ratios;
 
@@ -126,11 +135,11 @@ Capture synthesize_capture(const SynthOptions& o) {
     auto cache = ref::make_ring_cache(cfg, ratio, o.batch);
     std::vector<ref::Mat> x;
     for (int b = 0; b < o.batch; ++b)
-      x.push_back(random_input(o.prefill + o.decode, cfg.dim, mix(layer_seed ^ mix(2 + b)), policy.activations));
+      x.push_back(random_input(tokens, cfg.dim, mix(layer_seed ^ mix(2 + b)), policy.activations));
 
     int64_t start = 0;
-    for (int64_t k = 0; k <= o.decode; ++k) {
-      const int64_t s = k == 0 ? o.prefill : 1;
+    for (size_t k = 0; k < lengths.size(); ++k) {
+      const int64_t s = lengths[k];
       CallCapture call;
       call.index = static_cast<int>(k);
       call.start_pos = start;
