@@ -33,9 +33,11 @@ int run_cli(int argc, const char* const* argv, Io io) {
   ReplayArgs replay;
   SynthArgs synth;
   InspectArgs inspect;
+  PrecisionReportArgs precision_report;
   CLI::App* replay_cmd = add_replay(app, replay);
   CLI::App* synth_cmd = add_synth(app, synth);
   CLI::App* inspect_cmd = add_inspect(app, inspect);
+  CLI::App* precision_report_cmd = add_precision_report(app, precision_report);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -48,6 +50,10 @@ int run_cli(int argc, const char* const* argv, Io io) {
   }
   if (*synth_cmd) return run_synth(synth, io);
   if (*inspect_cmd) return run_inspect(inspect, io);
+  if (*precision_report_cmd) {
+    precision_report.command_line = command_line(argc, argv);
+    return run_precision_report(precision_report, io);
+  }
   return kExitBadInput;
 }
 

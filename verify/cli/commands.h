@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "verify/cli/cli.h"
+#include "verify/precision/synthetic_input.h"
 #include "verify/replay/replay.h"
 #include "verify/replay/synth.h"
 
@@ -47,5 +48,21 @@ struct InspectArgs {
 };
 CLI::App* add_inspect(CLI::App& app, InspectArgs& args);
 int run_inspect(const InspectArgs& args, Io io);
+
+struct PrecisionReportArgs {
+  std::string file;               // a capture, or
+  std::string synth;              // a config name: synthetic inputs at its dims
+  SyntheticInputOptions synth_options;
+  std::vector<std::string> policies;
+  std::string weights;            // random | real | unknown: overrides what the capture implies
+  int64_t position_bucket = 0;
+  std::string json;
+  std::string markdown;
+  std::string plots;
+  bool progress = false;
+  std::string command_line;
+};
+CLI::App* add_precision_report(CLI::App& app, PrecisionReportArgs& args);
+int run_precision_report(const PrecisionReportArgs& args, Io io);
 
 }  // namespace dsv4::verify::cli
