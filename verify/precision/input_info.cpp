@@ -87,11 +87,11 @@ InputInfo capture_input_info(const Capture& capture) {
 std::string fidelity_note(const InputInfo& info) {
   switch (info.weights) {
     case WeightsOrigin::random:
-      return "The weights are random. Random weights do not attend like a trained model: their indexer scores "
-             "have no sharp winners, so which entries make the top-k is decided by small margins that any "
-             "rounding moves. Recall here is a lower-fidelity signal than on a capture of a real model; the "
-             "per-stage errors, which depend on the value distributions more than on what is attended, carry over "
-             "better.";
+      return "The weights are random. Random weights do not attend like a trained model: which entries win the "
+             "indexer's top-k, and by what margins, is not what a trained model's indexer would give, so the recall "
+             "here is a lower-fidelity signal than on a capture of a real model. The per-stage errors depend mostly "
+             "on the value ranges each number format sees and carry over better, though random weights do not "
+             "give a trained model's value distributions either.";
     case WeightsOrigin::real:
       return "The weights are a real model's (as the input states), so the recall reflects how the model attends "
              "on these inputs; other prompts may attend differently.";

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -31,7 +32,10 @@ int run_process(const std::vector<std::string>& args) {
 
 }  // namespace
 
-PlotCommand default_plot_command() { return {DSV4_PLOT_PYTHON, DSV4_PLOT_SCRIPT}; }
+PlotCommand default_plot_command() {
+  const char* script = std::getenv("DSV4_PLOT_SCRIPT");
+  return {DSV4_PLOT_PYTHON, script && *script ? script : DSV4_PLOT_SCRIPT};
+}
 
 void check_plotting(const PlotCommand& c) {
   if (!std::filesystem::is_regular_file(c.script))
