@@ -151,7 +151,7 @@ json to_json(const PrecisionReport& r) {
 }
 
 void write_precision_json_file(const std::filesystem::path& path, const PrecisionReport& report) {
-  write_file_atomically(path, [&](std::ostream& out) { out << to_json(report).dump(2) << '\n'; });
+  write_file_atomically(path, [&](std::ostream& out) { out << to_json(report).dump() << '\n'; });
 }
 
 }  // namespace dsv4::verify

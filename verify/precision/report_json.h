@@ -28,7 +28,8 @@ nlohmann::json to_json(const PrecisionReport& report);
 // Every switch of the policy: storages, linear kind, block formats ("e4m3/b64/ue8m0" or null), flags.
 nlohmann::json settings_json(const ref::PrecisionPolicy& policy);
 
-// The report as indented JSON text, written whole or not at all (verify/report/atomic_file.h).
+// The report as compact JSON text (one line: the per-stage histograms make an indented report several
+// times larger), written whole or not at all (verify/report/atomic_file.h).
 void write_precision_json_file(const std::filesystem::path& path, const PrecisionReport& report);
 
 }  // namespace dsv4::verify
