@@ -16,8 +16,8 @@
 #
 # The report of `docs/precision.md`: one V4-Flash CSA layer (dim 4096, 64 heads x 512, indexer
 # 64 heads x 128, top-512) with random weights on the checkpoint's number grids and x ~ N(0, 1) in
-# bf16, a 4096-token prefill, every named policy against `exact`. Making it takes about two hours
-# on two cores, so this notebook reads the committed JSON instead of running it:
+# bf16, a 4096-token prefill, every named policy against `exact`. Making it took half an hour on
+# two shared cores, so this notebook reads the committed JSON instead of running it:
 #
 # ```
 # dsv4-verify precision-report --synth flash --ratio 4 --prefill 4096 --chunk 512 --seed 1 \

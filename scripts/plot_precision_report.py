@@ -15,6 +15,7 @@ import os
 import shutil
 import sys
 import tempfile
+import textwrap
 
 # The stages whose error distributions are drawn: the indexer's scores (the layer's kv where it has
 # no indexer), the attention output and the layer output.
@@ -48,8 +49,8 @@ def layer_indices(report):
 
 def input_caption(report):
     i = report["input"]
-    source = i["file"] or "synthetic inputs"
-    return f"{i['kind']} ({source}), {i['weights']} weights"
+    source = f"capture {i['file']}" if i["kind"] == "capture" else "synthetic inputs"
+    return f"{source}, {i['weights']} weights: {i['description']}"
 
 
 def distribution_stages(report, layer):
@@ -110,6 +111,13 @@ def plot_error_distribution(report, ax, layer, stage):
     ax.grid(True, alpha=0.3)
 
 
+def caption(fig, report):
+    """The input (kind, source, weights, shape) above the figure, wrapped to its width."""
+    lines = textwrap.wrap(input_caption(report), int(fig.get_figwidth() * 16))
+    fig.suptitle("\n".join(lines), fontsize=7)
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.11 * len(lines) / fig.get_figheight()))
+
+
 def figures(report):
     """(name, matplotlib figure) for each plot of the report."""
     import matplotlib
@@ -119,10 +127,9 @@ def figures(report):
 
     layers = layer_indices(report)
     csa = [l for l in layers if report["policies"][0]["layers"][l]["end_to_end"]["topk_recall"] is not None]
-    caption = input_caption(report)
     out = []
 
-    fig, axes = plt.subplots(1, max(1, len(csa)), figsize=(6 * max(1, len(csa)), 4), squeeze=False)
+    fig, axes = plt.subplots(1, max(1, len(csa)), figsize=(max(7, 6 * len(csa)), 4.5), squeeze=False)
     for ax, l in zip(axes[0], csa):
         plot_recall_vs_position(report, ax, l)
     if not csa:
@@ -130,25 +137,22 @@ def figures(report):
         axes[0][0].set_axis_off()
     else:
         axes[0][-1].legend(fontsize=7)
-    fig.suptitle(caption, fontsize=8)
-    fig.tight_layout()
+    caption(fig, report)
     out.append(("recall_vs_position", fig))
 
-    fig, axes = plt.subplots(1, len(layers), figsize=(6 * len(layers), 4.5), squeeze=False)
+    fig, axes = plt.subplots(1, len(layers), figsize=(max(7, 6 * len(layers)), 6), squeeze=False)
     for ax, l in zip(axes[0], layers):
         plot_stage_nmse(report, ax, l)
-    axes[0][-1].legend(fontsize=7)
-    fig.suptitle(caption, fontsize=8)
-    fig.tight_layout()
+    axes[0][-1].legend(fontsize=6, ncol=2)
+    caption(fig, report)
     out.append(("stage_nmse", fig))
 
-    fig, axes = plt.subplots(len(layers), len(DISTRIBUTION_STAGES), figsize=(13, 3.2 * len(layers)), squeeze=False)
+    fig, axes = plt.subplots(len(layers), len(DISTRIBUTION_STAGES), figsize=(13, 1 + 3.2 * len(layers)), squeeze=False)
     for row, l in zip(axes, layers):
         for ax, stage in zip(row, distribution_stages(report, l)):
             plot_error_distribution(report, ax, l, stage)
     axes[0][-1].legend(fontsize=6)
-    fig.suptitle(caption, fontsize=8)
-    fig.tight_layout()
+    caption(fig, report)
     out.append(("error_distribution", fig))
     return out
 
