@@ -109,6 +109,34 @@ class CheckedCache : public KvCache {
     return out;
   }
 
+  void restore_window(int seq, int64_t end, const Mat& ring) final {
+    Book& b = book(seq);
+    if (end < 0 || end > max_seq_len_)
+      throw std::out_of_range("KV cache restore_window: end " + std::to_string(end) + " is outside [0, max_seq_len = " +
+                              std::to_string(max_seq_len_) + "]");
+    check_width("restore_window (ring rows)", ring.rows(), window_);
+    check_width("restore_window", ring.cols(), head_dim_);
+    for (int slot = 0; slot < window_; ++slot) {
+      // The latest position before `end` that lands in this slot, -1 when none does.
+      const int64_t last = end - 1;
+      const int64_t position = last - ((last - slot) % window_ + window_) % window_;
+      store_window(seq, slot, ring.row(slot));
+      b.slot_position[slot] = position >= 0 ? position : -1;
+    }
+    b.length = end;
+  }
+
+  void restore_entries(int seq, EntryKind kind, const Mat& entries) final {
+    Book& b = book(seq);
+    check_kind("restore_entries", kind);
+    if (entries.rows() > entry_capacity())
+      throw std::out_of_range("KV cache restore_entries: " + std::to_string(entries.rows()) + " " + kind_name(kind) +
+                              " entries, the cache holds " + std::to_string(entry_capacity()));
+    if (entries.rows() > 0) check_width("restore_entries", entries.cols(), entry_width(kind));
+    for (Index j = 0; j < entries.rows(); ++j) store_entry(seq, kind, j, entries.row(j));
+    b.entries[static_cast<int>(kind)] = entries.rows();
+  }
+
   CompressorState& compressor_state(int seq, EntryKind kind) final {
     book(seq);
     check_kind("compressor_state", kind);

@@ -48,6 +48,13 @@ class KvCache {
   virtual void write_entry(int seq, EntryKind kind, int64_t j, const Eigen::RowVectorXd& entry) = 0;
   virtual Mat entries(int seq, EntryKind kind, int64_t count) const = 0;  // rows 0..count-1
 
+  // Puts a sequence where another run left it (stage-local replay of a captured cache): the ring
+  // [W, d] in slot order after positions [0, end) were written (length(seq) becomes end; slots no
+  // position reached should hold 0), and exactly the compressed entries given (rows 0..n-1).
+  // The compressor states are restored through compressor_state(seq, kind).
+  virtual void restore_window(int seq, int64_t end, const Mat& ring) = 0;
+  virtual void restore_entries(int seq, EntryKind kind, const Mat& entries) = 0;
+
   virtual CompressorState& compressor_state(int seq, EntryKind kind) = 0;
   virtual const CompressorState& compressor_state(int seq, EntryKind kind) const = 0;
 };

@@ -1,20 +1,14 @@
 // One attention layer, in the order of model.py Attention.forward: q path, window kv, index lists
-// (indexer with its compressor for CSA, all blocks for HCA), main compressor, the call's kv matrix
-// laid out by its IndexSpace, sparse attention, inverse RoPE, grouped wo_a, wo_b.
+// (indexer with its compressor for CSA, all blocks for HCA), main compressor, sparse attention over
+// the call's kv rows (reference/stage_provider.h AttentionKv), inverse RoPE, grouped wo_a, wo_b.
+// Every stage runs through the StageProvider; captured inputs come in through StageInputs.
 #include "reference/layer.h"
 
 #include <algorithm>
-#include <cmath>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
-
-#include "reference/stages/index_lists.h"
-#include "reference/stages/indexer.h"
-#include "reference/stages/output_projection.h"
-#include "reference/stages/projections.h"
-#include "reference/stages/sparse_mqa.h"
-#include "reference/stages/topk.h"
 
 namespace dsv4::ref {
 namespace {
@@ -22,16 +16,6 @@ namespace {
 ModelConfig validated(ModelConfig cfg) {
   cfg.validate();
   return cfg;
-}
-
-// Runs a compressor over the call's tokens and stores the entries it completes in the cache.
-CompressorOutput compress_into_cache(const CompressorWeights& w, CompressorKind kind, EntryKind entry_kind,
-                                     const Mat& x, int64_t start_pos, KvCache& cache, int seq,
-                                     const RopeTable& rope, double norm_eps, const PrecisionPolicy& p) {
-  CompressorOutput out = compress(w, kind, x, start_pos, cache.compressor_state(seq, entry_kind), rope, norm_eps, p);
-  for (Index i = 0; i < out.entries.rows(); ++i)
-    cache.write_entry(seq, entry_kind, out.first_entry + i, out.entries.row(i));
-  return out;
 }
 
 // Window kv of positions start_pos + first .. start_pos + s - 1 into the ring.
@@ -48,7 +32,8 @@ AttentionLayer::AttentionLayer(ModelConfig cfg, AttentionWeights weights, Precis
 }
 
 // x [s, dim] -> every stage of the call; reads and updates the sequence's cache.
-StageOutputs AttentionLayer::forward(const Mat& x, int64_t start_pos, KvCache& cache, int seq) const {
+StageOutputs AttentionLayer::forward(const Mat& x, int64_t start_pos, KvCache& cache, int seq,
+                                     const StageProvider& stages, const StageInputs* inputs) const {
   const int64_t s = x.rows();
   const int ratio = w_.compress_ratio;
   const int W = cfg_.window_size;
@@ -75,74 +60,79 @@ StageOutputs AttentionLayer::forward(const Mat& x, int64_t start_pos, KvCache& c
                                 ") of sequence " + std::to_string(seq));
   }
 
+  // The value of stage `input` that stage `consumer` reads: the replay's where it gives one, else
+  // the layer's own.
+  auto use = [inputs](Stage input, Stage consumer, const Mat& own) -> const Mat& {
+    const Mat* given = inputs ? inputs->dense(input, consumer) : nullptr;
+    return given ? *given : own;
+  };
+  auto use_indices = [inputs](Stage input, Stage consumer, const IndexMat& own) -> const IndexMat& {
+    const IndexMat* given = inputs ? inputs->indices(input, consumer) : nullptr;
+    return given ? *given : own;
+  };
+  // Runs a compressor over the call's tokens; the cache keeps the entries `consumer` reads and
+  // the state the next call continues from. -> the provider's entries and state after the call.
+  auto compress_into_cache = [&](CompressorKind kind, EntryKind entry_kind, Stage entries_stage,
+                                 Stage consumer) -> std::pair<Mat, CompressorState> {
+    CompressorState& state = cache.compressor_state(seq, entry_kind);
+    CompressorOutput out = stages.compress(*this, kind, x, start_pos, state);
+    const Mat& used = use(entries_stage, consumer, out.entries);
+    for (Index i = 0; i < used.rows(); ++i) cache.write_entry(seq, entry_kind, out.first_entry + i, used.row(i));
+    std::pair<Mat, CompressorState> result{std::move(out.entries), state};
+    if (const CompressorState* after = inputs ? inputs->state_after(entry_kind) : nullptr) state = *after;
+    return result;
+  };
+
   StageOutputs o;
-  o.q_latent = q_latent(w_, x, cfg_, p_);
-  o.q = q_heads(w_, o.q_latent, start_pos, rope_, cfg_, p_);
-  o.kv = window_kv(w_, x, start_pos, rope_, cfg_, p_);
+  o.q_latent = stages.q_latent(*this, x);
+  o.q = stages.q_heads(*this, use(Stage::q_latent, Stage::q, o.q_latent), start_pos);
+  o.kv = stages.window_kv(*this, x, start_pos);
 
   const IndexSpace space = IndexSpace::for_call(start_pos, s, W);
-  const IndexMat window = window_indices(space);
+  const auto offset = static_cast<int32_t>(space.compressed_offset());
   if (ratio == 4) {
-    o.indexer_q = indexer_q(w_.indexer, o.q_latent, start_pos, rope_, cfg_, p_);
-    CompressorOutput keys_new = compress_into_cache(w_.indexer.compressor, CompressorKind::indexer,
-                                                    EntryKind::indexer, x, start_pos, cache, seq, rope_,
-                                                    cfg_.norm_eps, p_);
-    o.indexer_compressor_entries = std::move(keys_new.entries);
-    o.indexer_weights = indexer_weights(w_.indexer, x, cfg_, p_);
-    const int64_t n_keys = (start_pos + s) / ratio;
-    const Mat keys = cache.entries(seq, EntryKind::indexer, n_keys);
-    o.indexer_scores = indexer_scores(o.indexer_q, o.indexer_weights, keys, start_pos, ratio, p_);
-    const int k = static_cast<int>(std::min<int64_t>(cfg_.index_topk, n_keys));
-    o.indexer_topk = topk_indices(o.indexer_scores, k, static_cast<int32_t>(space.compressed_offset()));
-    o.topk_idxs = concat_indices(window, o.indexer_topk);
-  } else if (ratio == 128) {
-    o.topk_idxs = concat_indices(window, hca_indices(space, ratio));
+    o.indexer_q = stages.indexer_q(*this, use(Stage::q_latent, Stage::indexer_q, o.q_latent), start_pos);
+    std::tie(o.indexer_compressor_entries, o.indexer_compressor_state) = compress_into_cache(
+        CompressorKind::indexer, EntryKind::indexer, Stage::indexer_compressor_entries, Stage::indexer_scores);
+    o.indexer_weights = stages.indexer_weights(*this, x);
+    o.indexer_scores = stages.indexer_scores(*this, use(Stage::indexer_q, Stage::indexer_scores, o.indexer_q),
+                                             use(Stage::indexer_weights, Stage::indexer_scores, o.indexer_weights),
+                                             cache, seq, start_pos);
+    const int k = static_cast<int>(std::min<int64_t>(cfg_.index_topk, (start_pos + s) / ratio));
+    o.indexer_topk =
+        stages.topk_indices(*this, use(Stage::indexer_scores, Stage::indexer_topk, o.indexer_scores), k, offset);
+    o.topk_idxs =
+        stages.attention_indices(*this, space, use_indices(Stage::indexer_topk, Stage::topk_idxs, o.indexer_topk));
   } else {
-    o.topk_idxs = window;
+    o.topk_idxs = stages.attention_indices(*this, space, IndexMat());
   }
 
-  int64_t n_entries = 0;
   if (ratio != 0) {
-    CompressorOutput entries_new = compress_into_cache(w_.compressor, CompressorKind::main, EntryKind::main, x,
-                                                       start_pos, cache, seq, rope_, cfg_.norm_eps, p_);
-    o.compressor_entries = std::move(entries_new.entries);
-    n_entries = (start_pos + s) / ratio;
+    std::tie(o.compressor_entries, o.compressor_state) =
+        compress_into_cache(CompressorKind::main, EntryKind::main, Stage::compressor_entries, Stage::attn_core);
   }
 
-  // The kv matrix sparse attention reads, rows as the IndexSpace lays them out.
-  Mat kv_rows(space.rows(n_entries), cfg_.head_dim);
-  const Index offset = space.compressed_offset();
-  switch (space.kind) {
-    case IndexSpace::Kind::prefill:
-      kv_rows.topRows(s) = o.kv;
-      write_window_rows(o.kv, start_pos, std::max<int64_t>(0, s - W), cache, seq);
-      break;
-    case IndexSpace::Kind::decode:
-      write_window_rows(o.kv, start_pos, 0, cache, seq);
-      kv_rows.topRows(W) = cache.ring(seq, start_pos + 1);
-      break;
-    case IndexSpace::Kind::chunked:
-      kv_rows.topRows(W) = cache.ring(seq, start_pos);
-      kv_rows.middleRows(W, s) = o.kv;
-      write_window_rows(o.kv, start_pos, std::max<int64_t>(0, s - W), cache, seq);
-      break;
-  }
-  if (n_entries > 0) kv_rows.middleRows(offset, n_entries) = cache.entries(seq, EntryKind::main, n_entries);
+  // Sparse attention over the call's kv rows. A decode call reads its own kv from the ring (written
+  // first, as DeepSeek's decode does); prefill and chunked calls read it from the fresh rows and
+  // write the ring afterwards (a chunked call reads the ring as it was before the call).
+  const Mat& kv = use(Stage::kv, Stage::attn_core, o.kv);
+  const bool decode = space.kind == IndexSpace::Kind::decode;
+  if (decode) write_window_rows(kv, start_pos, 0, cache, seq);
+  const AttentionKv rows{cache, seq, space, kv, ratio == 0 ? 0 : (start_pos + s) / ratio};
+  o.attn_core = stages.sparse_mqa(*this, use(Stage::q, Stage::attn_core, o.q), rows,
+                                  use_indices(Stage::topk_idxs, Stage::attn_core, o.topk_idxs));
+  if (!decode) write_window_rows(kv, start_pos, std::max<int64_t>(0, s - W), cache, seq);
 
-  o.attn_core = sparse_mqa(o.q, kv_rows, w_.attn_sink, o.topk_idxs, cfg_.n_heads,
-                           std::pow(static_cast<double>(cfg_.head_dim), -0.5), p_);
-  o.attn_out_heads = inverse_rope_heads(o.attn_core, start_pos, rope_, cfg_, p_);
-  o.attn_wo_a = grouped_wo_a(w_, o.attn_out_heads, cfg_, p_);
-  o.out = wo_b(w_, o.attn_wo_a, p_);
-
-  if (ratio != 0) o.compressor_state = cache.compressor_state(seq, EntryKind::main);
-  if (ratio == 4) o.indexer_compressor_state = cache.compressor_state(seq, EntryKind::indexer);
+  o.attn_out_heads =
+      stages.inverse_rope_heads(*this, use(Stage::attn_core, Stage::attn_out_heads, o.attn_core), start_pos);
+  o.attn_wo_a = stages.grouped_wo_a(*this, use(Stage::attn_out_heads, Stage::attn_wo_a, o.attn_out_heads));
+  o.out = stages.wo_b(*this, use(Stage::attn_wo_a, Stage::out, o.attn_wo_a));
   return o;
 }
 
 // xs[b] [s, dim] for b < batch, all at start_pos -> one StageOutputs per sequence.
 std::vector<StageOutputs> AttentionLayer::forward_batch(const std::vector<Mat>& xs, int64_t start_pos,
-                                                        KvCache& cache) const {
+                                                        KvCache& cache, const StageProvider& stages) const {
   if (xs.empty() || static_cast<int64_t>(xs.size()) > cache.batch())
     throw std::invalid_argument("AttentionLayer::forward_batch: " + std::to_string(xs.size()) +
                                 " sequences, the cache holds 1 to " + std::to_string(cache.batch()));
@@ -153,7 +143,7 @@ std::vector<StageOutputs> AttentionLayer::forward_batch(const std::vector<Mat>& 
                                   " tokens; a batch call has one length");
   std::vector<StageOutputs> out;
   out.reserve(xs.size());
-  for (size_t b = 0; b < xs.size(); ++b) out.push_back(forward(xs[b], start_pos, cache, static_cast<int>(b)));
+  for (size_t b = 0; b < xs.size(); ++b) out.push_back(forward(xs[b], start_pos, cache, static_cast<int>(b), stages));
   return out;
 }
 

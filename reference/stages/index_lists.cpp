@@ -1,4 +1,4 @@
-// Window and HCA key lists and their index spaces (spec dsv4-attention.md sections 4, 4.1 and 8).
+// Window and HCA key lists and their index spaces (docs/math.md "index spaces", "window", "HCA").
 #include "reference/stages/index_lists.h"
 
 #include <algorithm>
@@ -92,6 +92,16 @@ IndexMat concat_indices(const IndexMat& window, const IndexMat& compressed) {
   idx.leftCols(window.cols()) = window;
   idx.rightCols(compressed.cols()) = compressed;
   return idx;
+}
+
+IndexMat attention_indices(const IndexSpace& space, int ratio, const IndexMat& indexer_topk) {
+  const IndexMat window = window_indices(space);
+  switch (ratio) {
+    case 0: return window;
+    case 4: return concat_indices(window, indexer_topk);
+    case 128: return concat_indices(window, hca_indices(space, ratio));
+  }
+  throw std::invalid_argument("attention_indices: ratio must be 0, 4 or 128, got " + std::to_string(ratio));
 }
 
 }  // namespace dsv4::ref

@@ -39,4 +39,10 @@ IndexMat hca_indices(const IndexSpace& space, int ratio);
 // [window | compressed] per row (DeepSeek concatenates, window first).
 IndexMat concat_indices(const IndexMat& window, const IndexMat& compressed);
 
+// The attention's key list of a call (topk_idxs): the window list, then the compressed list of the
+// layer's ratio: the indexer's selection indexer_topk [s, k] (ratio 4, offset already applied),
+// every complete block (ratio 128), nothing (ratio 0; indexer_topk is ignored for 0 and 128).
+// -> [s, K]
+IndexMat attention_indices(const IndexSpace& space, int ratio, const IndexMat& indexer_topk);
+
 }  // namespace dsv4::ref

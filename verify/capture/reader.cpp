@@ -11,10 +11,9 @@
 #include <set>
 #include <stdexcept>
 
-#include "verify/capture/call_geometry.h"
 #include "verify/capture/config_attrs.h"
 #include "verify/capture/dataset_checks.h"
-#include "verify/capture/stage_names.h"
+#include "reference/stage_registry.h"
 #include "verify/capture/tensor_convert.h"
 #include "verify/capture/weight_names.h"
 #include "verify/hdf5/error.h"
@@ -39,7 +38,7 @@ std::string join_path(const std::string& group, const std::string& name) {
 }
 
 // How the rows of the kv matrix that indices point into are counted, for index range messages.
-std::string kv_rows_text(const CallGeometry& g) {
+std::string kv_rows_text(const ref::CallGeometry& g) {
   int64_t entries = g.ratio == 0 ? 0 : g.entries_after(g.ratio);
   switch (g.index_space().kind) {
     case ref::IndexSpace::Kind::prefill: return fmt::format("prefill: s + entries = {} + {}", g.seqlen, entries);
@@ -236,10 +235,10 @@ void CaptureReader::read_weights(const hdf5::Group& g, LayerCapture& layer) {
     if (present.count(name) == 0) continue;
     hdf5::Dataset d = g.dataset(name);
     DatasetLocation at{path_, d.path()};
-    if (!in_scope(w.scope, ratio)) {
+    if (!ref::in_scope(w.scope, ratio)) {
       throw CaptureError(path_, d.path(),
                          fmt::format("no such dataset (weights/{} belongs to {} only; this layer has compress_ratio {})",
-                                     w.name, scope_text(w.scope), ratio),
+                                     w.name, ref::scope_text(w.scope), ratio),
                          "a dataset");
     }
     Tensor t = read_tensor(d, false, w.shape(cfg, ratio), w.shape_doc);
@@ -254,7 +253,7 @@ void CaptureReader::read_weights(const hdf5::Group& g, LayerCapture& layer) {
     }
   }
   for (const WeightName& w : weight_names()) {
-    if (in_scope(w.scope, ratio) && present.count(std::string(w.name)) == 0) {
+    if (ref::in_scope(w.scope, ratio) && present.count(std::string(w.name)) == 0) {
       throw CaptureError(path_, join_path(g.path(), std::string(w.name)),
                          fmt::format("a dataset {} = {} (required for compress_ratio {})", w.shape_doc,
                                      shape_text(w.shape(cfg, ratio)), ratio),
@@ -307,19 +306,19 @@ CallCapture CaptureReader::read_call(const hdf5::Group& g, int index, int ratio,
                        fmt::format("b = {}", call.batch));
   }
 
-  CallGeometry geometry{&cfg, ratio, call.batch, call.seqlen, call.start_pos};
+  ref::CallGeometry geometry{&cfg, ratio, call.batch, call.seqlen, call.start_pos};
   std::set<std::string> present;
-  find_known(g, "", [](std::string_view n) { return find_stage(n) != nullptr; }, is_stage_group, present);
+  find_known(g, "", [](std::string_view n) { return ref::find_stage(n) != nullptr; }, ref::is_stage_group, present);
   // In table order: x first, then the stages in computation order.
-  for (const StageName& s : stage_names()) {
+  for (const ref::StageDef& s : ref::stages()) {
     const std::string name(s.name);
     if (present.count(name) == 0) continue;
     hdf5::Dataset d = g.dataset(name);
     DatasetLocation at{path_, d.path()};
-    if (!in_scope(s.scope, ratio)) {
+    if (!ref::in_scope(s.scope, ratio)) {
       throw CaptureError(path_, d.path(),
                          fmt::format("no such dataset ({} belongs to {} only; this layer has compress_ratio {})", s.name,
-                                     scope_text(s.scope), ratio),
+                                     ref::scope_text(s.scope), ratio),
                          "a dataset");
     }
     Tensor t = read_tensor(d, s.is_index(), s.shape(geometry), s.shape_doc);
@@ -330,7 +329,7 @@ CallCapture CaptureReader::read_call(const hdf5::Group& g, int index, int ratio,
     if (s.is_index()) {
       check_indices(at, t, geometry.kv_rows(), kv_rows_text(geometry));
     } else {
-      check_finite(at, t, s.values == StageValues::finite_or_minus_inf);
+      check_finite(at, t, s.values == ref::StageValues::finite_or_minus_inf);
     }
     call.stages.emplace(name, std::move(t));
   }

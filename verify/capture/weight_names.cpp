@@ -6,9 +6,9 @@ namespace {
 
 using S = std::vector<int64_t>;
 using C = ref::ModelConfig;
-constexpr auto all = StageScope::all_layers;
-constexpr auto compressed = StageScope::compressed;
-constexpr auto csa = StageScope::csa;
+constexpr auto all = ref::StageScope::all_layers;
+constexpr auto compressed = ref::StageScope::compressed;
+constexpr auto csa = ref::StageScope::csa;
 int64_t coff(int ratio) { return ratio == 4 ? 2 : 1; }
 
 // Shapes of capture-format.md (the checkpoint's). FP8 projections are those DeepSeek runs through

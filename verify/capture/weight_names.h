@@ -10,13 +10,13 @@
 
 #include "reference/config.h"
 #include "reference/weights.h"
-#include "verify/capture/stage_names.h"
+#include "reference/stage_registry.h"
 
 namespace dsv4::verify {
 
 struct WeightName {
   std::string_view name;       // dataset path under weights/
-  StageScope scope;
+  ref::StageScope scope;
   std::string_view linear;     // "fp8" | "bf16" | "fp32" for projections (DeepSeek's numerics), "" otherwise
   std::string_view shape_doc;  // "[H*d,q_lora_rank]"
   std::vector<int64_t> (*shape)(const ref::ModelConfig& cfg, int ratio);  // 1-D: a ref::Vec

@@ -44,7 +44,7 @@ void write_layer(hdf5::Group& layers, int index, const LayerCapture& layer, cons
   g.set_attribute("compress_ratio", int64_t{layer.compress_ratio});
   hdf5::Group weights = g.create_group("weights");
   for (const WeightName& w : weight_names()) {
-    if (!in_scope(w.scope, layer.compress_ratio)) continue;
+    if (!ref::in_scope(w.scope, layer.compress_ratio)) continue;
     Tensor t;
     visit_weight(layer.weights, w.name, [&](const auto& member) { t = weight_tensor(member); });
     std::string name(w.name);

@@ -8,43 +8,23 @@
 #include "reference/kv_cache.h"
 #include "reference/layer.h"
 #include "reference/primitives/hadamard.h"
-#include "verify/capture/stage_names.h"
+#include "reference/stage_registry.h"
 #include "verify/capture/tensor_convert.h"
 
 namespace dsv4::verify {
 
 namespace {
 
-// A dense stage of ref::StageOutputs under its capture-format name. Indexer q and k live in the
-// Hadamard-rotated basis when the policy rotates them, in the plain basis otherwise.
-struct DenseStage {
-  const char* name;
-  const ref::Mat& (*value)(const ref::StageOutputs&);
-  bool indexer_basis;
-};
-
-const DenseStage kDenseStages[] = {
-    {"q_latent", [](const ref::StageOutputs& o) -> const ref::Mat& { return o.q_latent; }, false},
-    {"q", [](const ref::StageOutputs& o) -> const ref::Mat& { return o.q; }, false},
-    {"kv", [](const ref::StageOutputs& o) -> const ref::Mat& { return o.kv; }, false},
-    {"compressor/entries", [](const ref::StageOutputs& o) -> const ref::Mat& { return o.compressor_entries; }, false},
-    {"indexer/q", [](const ref::StageOutputs& o) -> const ref::Mat& { return o.indexer_q; }, true},
-    {"indexer/weights", [](const ref::StageOutputs& o) -> const ref::Mat& { return o.indexer_weights; }, false},
-    {"indexer/compressor/entries",
-     [](const ref::StageOutputs& o) -> const ref::Mat& { return o.indexer_compressor_entries; }, true},
-    {"indexer/scores", [](const ref::StageOutputs& o) -> const ref::Mat& { return o.indexer_scores; }, false},
-    {"attn/core", [](const ref::StageOutputs& o) -> const ref::Mat& { return o.attn_core; }, false},
-    {"attn/out_heads", [](const ref::StageOutputs& o) -> const ref::Mat& { return o.attn_out_heads; }, false},
-    {"attn/wo_a", [](const ref::StageOutputs& o) -> const ref::Mat& { return o.attn_wo_a; }, false},
-    {"out", [](const ref::StageOutputs& o) -> const ref::Mat& { return o.out; }, false},
-};
-
-bool stage_in_layer(const DenseStage& s, int ratio) { return in_scope(find_stage(s.name)->scope, ratio); }
+// The stages the report measures: the registry's dense stages of the layer's ratio (the index
+// sets are measured as top-k recall, the compressor states are internal to the compressor).
+bool measured(const ref::StageDef& s, int ratio) {
+  return s.comparison == ref::Comparison::dense && ref::in_scope(s.scope, ratio);
+}
 
 // The exact policy rotates the indexer's q and k; a policy that does not is compared in its own
 // basis: the exact values rotated back (the normalised Hadamard matrix is its own inverse).
-bool needs_unrotation(const DenseStage& s, const ref::PrecisionPolicy& p, const ref::PrecisionPolicy& exact) {
-  return s.indexer_basis && p.indexer_hadamard != exact.indexer_hadamard;
+bool needs_unrotation(const ref::StageDef& s, const ref::PrecisionPolicy& p, const ref::PrecisionPolicy& exact) {
+  return s.hadamard_basis && p.indexer_hadamard != exact.indexer_hadamard;
 }
 
 LayerResult empty_result(int layer, int ratio, const ref::PrecisionPolicy& p, const ref::PrecisionPolicy& exact,
@@ -52,8 +32,8 @@ LayerResult empty_result(int layer, int ratio, const ref::PrecisionPolicy& p, co
   LayerResult r;
   r.layer = layer;
   r.compress_ratio = ratio;
-  for (const DenseStage& s : kDenseStages) {
-    if (!stage_in_layer(s, ratio)) continue;
+  for (const ref::StageDef& s : ref::stages()) {
+    if (!measured(s, ratio)) continue;
     StageError e;
     e.stage = s.name;
     if (needs_unrotation(s, p, exact))
@@ -70,13 +50,13 @@ void accumulate(LayerResult& r, const std::vector<ref::StageOutputs>& exact, con
                 const CallCapture& call) {
   for (size_t b = 0; b < exact.size(); ++b) {
     size_t k = 0;
-    for (const DenseStage& s : kDenseStages) {
-      if (!stage_in_layer(s, r.compress_ratio)) continue;
-      const ref::Mat& want = s.value(exact[b]);
+    for (const ref::StageDef& s : ref::stages()) {
+      if (!measured(s, r.compress_ratio)) continue;
+      const ref::Mat& want = *s.dense_result(exact[b]);
       if (needs_unrotation(s, p, exact_policy))
-        r.stages[k].error.add(ref::hadamard_rows(want, index_head_dim, exact_policy), s.value(got[b]));
+        r.stages[k].error.add(ref::hadamard_rows(want, index_head_dim, exact_policy), *s.dense_result(got[b]));
       else
-        r.stages[k].error.add(want, s.value(got[b]));
+        r.stages[k].error.add(want, *s.dense_result(got[b]));
       ++k;
     }
     if (r.recall)

@@ -6,9 +6,8 @@
 #include <stdexcept>
 
 #include "reference/precision.h"
-#include "verify/capture/call_geometry.h"
 #include "verify/capture/config_attrs.h"
-#include "verify/capture/stage_names.h"
+#include "reference/stage_registry.h"
 #include "verify/compare/shape.h"
 
 namespace dsv4::verify {
@@ -42,12 +41,12 @@ void describe_capture(std::ostream& out, const Capture& c) {
                layer.calls.size(), layer.calls.size() == 1 ? "" : "s", layer.calls.front().batch);
     int64_t end = 0;
     for (const CallCapture& call : layer.calls) {
-      const CallGeometry g{&c.config, layer.compress_ratio, call.batch, call.seqlen, call.start_pos};
+      const ref::CallGeometry g{&c.config, layer.compress_ratio, call.batch, call.seqlen, call.start_pos};
       fmt::print(out, "  call {}: {} start_pos {} seqlen {} (kv rows {}, top-k width {})\n", call.index,
                  call_kind(call), call.start_pos, call.seqlen, g.kv_rows(), g.topk_width());
       std::vector<std::string> absent;
-      for (const StageName& s : stage_names()) {
-        if (!in_scope(s.scope, layer.compress_ratio)) continue;
+      for (const ref::StageDef& s : ref::stages()) {
+        if (!ref::in_scope(s.scope, layer.compress_ratio)) continue;
         const std::string name(s.name);
         if (!call.has(name)) {
           absent.push_back(name);

@@ -1,15 +1,17 @@
-// One call of one layer, every sequence of the batch, in the order of model.py Attention.forward
-// (as reference/layer.cpp): q path, window kv, the indexer with its compressor (ratio 4), the
-// index lists, the main compressor, the call's kv matrix, sparse attention, the output projection.
-// Each stage reads its inputs through `input`, which gives the captured value in stage-local mode
-// and the replay's own value in chained mode (or when the capture lacks it).
+// One call of one layer, every sequence of the batch: the state before the call put into the
+// replay's cache (captured cache/ datasets in stage-local mode, else what the earlier calls left),
+// then ref::AttentionLayer::forward with the backend's stages and, in stage-local mode, the captured
+// inputs of every stage; then each compared stage of the registry gathered from the outputs.
 #include "verify/replay/layer_replay.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
+#include <initializer_list>
 #include <stdexcept>
 
+#include "reference/stage_registry.h"
 #include "verify/capture/capture_error.h"
 #include "verify/capture/tensor_convert.h"
 
@@ -36,15 +38,16 @@ ref::ModelConfig layer_config(const Capture& capture, const LayerCapture& layer)
 class CapturedCall {
  public:
   explicit CapturedCall(const CallCapture& call) : call_(call) {}
-  bool has(const std::string& name) const { return call_.has(name); }
-  const std::vector<ref::Mat>& dense(const std::string& name) {
+  bool has(std::string_view name) const { return call_.has(std::string(name)); }
+  const std::vector<ref::Mat>& dense(std::string_view name) {
     auto it = dense_.find(name);
-    if (it == dense_.end()) it = dense_.emplace(name, to_mats(call_.stage(name))).first;
+    if (it == dense_.end()) it = dense_.emplace(std::string(name), to_mats(call_.stage(std::string(name)))).first;
     return it->second;
   }
-  const std::vector<ref::IndexMat>& indices(const std::string& name) {
+  const std::vector<ref::IndexMat>& indices(std::string_view name) {
     auto it = indices_.find(name);
-    if (it == indices_.end()) it = indices_.emplace(name, to_index_mats(call_.stage(name))).first;
+    if (it == indices_.end())
+      it = indices_.emplace(std::string(name), to_index_mats(call_.stage(std::string(name)))).first;
     return it->second;
   }
   // A compressor state from its state_kv / state_score datasets (prefix "compressor/state" or
@@ -60,15 +63,61 @@ class CapturedCall {
 
  private:
   const CallCapture& call_;
-  std::map<std::string, std::vector<ref::Mat>> dense_;
-  std::map<std::string, std::vector<ref::IndexMat>> indices_;
+  std::map<std::string, std::vector<ref::Mat>, std::less<>> dense_;
+  std::map<std::string, std::vector<ref::IndexMat>, std::less<>> indices_;
   std::map<std::string, std::vector<ref::CompressorState>> states_;
 };
+
+using Note = std::function<void(std::string_view consumer, const std::string& text)>;
+
+// What one sequence's stages read in stage-local replay: the captured values of their inputs, and
+// the captured compressor states after the call. Asking for an input the capture lacks leaves a
+// note on the consumer.
+class CapturedInputs final : public ref::StageInputs {
+ public:
+  CapturedInputs(CapturedCall& call, int seq, const Note& note, const std::vector<ref::CompressorState>* main_after,
+                 const std::vector<ref::CompressorState>* indexer_after)
+      : call_(call), seq_(seq), note_(note), main_after_(main_after), indexer_after_(indexer_after) {}
+
+  const ref::Mat* dense(ref::Stage input, ref::Stage consumer) const override {
+    const std::string_view name = ref::stage(input).name;
+    if (call_.has(name)) return &call_.dense(name)[seq_];
+    missing(name, consumer);
+    return nullptr;
+  }
+  const ref::IndexMat* indices(ref::Stage input, ref::Stage consumer) const override {
+    const std::string_view name = ref::stage(input).name;
+    if (call_.has(name)) return &call_.indices(name)[seq_];
+    missing(name, consumer);
+    return nullptr;
+  }
+  const ref::CompressorState* state_after(ref::EntryKind kind) const override {
+    const auto* states = kind == ref::EntryKind::main ? main_after_ : indexer_after_;
+    return states ? &(*states)[seq_] : nullptr;
+  }
+
+ private:
+  void missing(std::string_view input, ref::Stage consumer) const {
+    note_(ref::stage(consumer).name, "input " + std::string(input) + " not captured: the replay's own value");
+  }
+  CapturedCall& call_;
+  int seq_;
+  const Note& note_;
+  const std::vector<ref::CompressorState>* main_after_;
+  const std::vector<ref::CompressorState>* indexer_after_;
+};
+
+// The state rows of a compressor-state stage that DeepSeek's code relies on after `end` tokens.
+std::vector<int> meaningful_rows(const ref::StageDef& s, const ref::ModelConfig& cfg, int ratio, int64_t end) {
+  const bool indexer = s.name.starts_with("indexer/");
+  return ref::CompressorState::fresh(indexer ? 4 : ratio, indexer ? cfg.index_head_dim : cfg.head_dim)
+      .meaningful_rows(end);
+}
 
 }  // namespace
 
 LayerReplay::LayerReplay(const Capture& capture, const LayerCapture& layer, const ref::PrecisionPolicy& policy,
-                         const Backend& backend, ReplayMode mode)
+                         const ref::StageProvider& backend, ReplayMode mode)
     : capture_(capture),
       layer_(layer),
       backend_(backend),
@@ -76,15 +125,13 @@ LayerReplay::LayerReplay(const Capture& capture, const LayerCapture& layer, cons
       oracle_layer_(layer_config(capture, layer), layer.weights, policy) {}
 
 CallValues LayerReplay::replay_call(const CallCapture& call) {
-  const ref::AttentionLayer& L = oracle_layer_;
-  const ref::ModelConfig& cfg = L.config();
-  const Backend& B = backend_;
+  const ref::ModelConfig& cfg = oracle_layer_.config();
   const int ratio = layer_.compress_ratio;
   const bool local = mode_ == ReplayMode::stage_local;
-  const int64_t start = call.start_pos, s = call.seqlen, end = start + s;
+  const int64_t start = call.start_pos, end = start + call.seqlen;
   const std::string call_path = fmt::format("/layers/{}/calls/{}", layer_.index, call.index);
-  if (carried_.size() != static_cast<size_t>(call.batch)) carried_.assign(call.batch, SequenceState::fresh(cfg, ratio));
-  const int64_t carried_end = carried_.front().length;
+  if (!cache_ || cache_->batch() != call.batch) cache_ = ref::make_ring_cache(cfg, ratio, call.batch);
+  const int64_t carried_end = cache_->length(0);
   if (!local && start != 0 && carried_end != start) {
     throw CaptureError(capture_.path, call_path + ": attribute 'start_pos'",
                        fmt::format("{} (chained replay carries the state from call to call; the replayed calls end there)",
@@ -94,25 +141,9 @@ CallValues LayerReplay::replay_call(const CallCapture& call) {
 
   CapturedCall cap(call);
   CallValues values;
-  auto note = [&](std::string_view stage, const std::string& text) {
-    std::vector<std::string>& notes = values[std::string(stage)].notes;
+  const Note note = [&](std::string_view consumer, const std::string& text) {
+    std::vector<std::string>& notes = values[std::string(consumer)].notes;
     if (std::find(notes.begin(), notes.end(), text) == notes.end()) notes.push_back(text);
-  };
-  // The input `name` of stage `consumer` for sequence b: captured in stage-local mode, else `own`.
-  auto input = [&](const std::string& name, const ref::Mat& own, std::string_view consumer, int b) -> const ref::Mat& {
-    if (local) {
-      if (cap.has(name)) return cap.dense(name)[b];
-      note(consumer, "input " + name + " not captured: the replay's own value");
-    }
-    return own;
-  };
-  auto input_indices = [&](const std::string& name, const ref::IndexMat& own, std::string_view consumer,
-                           int b) -> const ref::IndexMat& {
-    if (local) {
-      if (cap.has(name)) return cap.indices(name)[b];
-      note(consumer, "input " + name + " not captured: the replay's own value");
-    }
-    return own;
   };
   // The state before the call that `dataset` (cache/...) holds is not captured (or the mode does
   // not read it): the replay of the earlier calls must have left it.
@@ -127,128 +158,60 @@ CallValues LayerReplay::replay_call(const CallCapture& call) {
     if (local)
       for (std::string_view c : consumers) note(c, dataset + " not captured: from the replay of the earlier calls");
   };
-
-  const ref::IndexSpace space = ref::IndexSpace::for_call(start, s, cfg.window_size);
-  const int32_t offset = static_cast<int32_t>(space.compressed_offset());
-  const int k = static_cast<int>(std::min<int64_t>(cfg.index_topk, end / 4));
-  const std::vector<ref::CompressorState>* captured_state_after =
-      local && ratio != 0 ? cap.states("compressor/state", ratio, cfg.head_dim) : nullptr;
-  const std::vector<ref::CompressorState>* captured_indexer_state_after =
-      local && ratio == 4 ? cap.states("indexer/compressor/state", 4, cfg.index_head_dim) : nullptr;
-
-  for (int b = 0; b < call.batch; ++b) {
-    // The state before the call.
-    SequenceState before = start == 0 ? SequenceState::fresh(cfg, ratio) : carried_[b];
-    if (start != 0) {
-      if (local && cap.has("cache/window_kv")) before.ring = cap.dense("cache/window_kv")[b];
-      else from_earlier_calls("cache/window_kv", {"attn/core"});
-      if (ratio != 0) {
-        if (local && cap.has("cache/compressed_kv")) before.entries = cap.dense("cache/compressed_kv")[b];
-        else from_earlier_calls("cache/compressed_kv", {"attn/core"});
-        if (const auto* st = local ? cap.states("cache/compressor_state", ratio, cfg.head_dim) : nullptr)
-          before.compressor = (*st)[b];
-        else from_earlier_calls("cache/compressor_state_*", {"compressor/entries", "compressor/state_kv", "compressor/state_score"});
-      }
-      if (ratio == 4) {
-        if (local && cap.has("cache/indexer_kv")) before.indexer_entries = cap.dense("cache/indexer_kv")[b];
-        else from_earlier_calls("cache/indexer_kv", {"indexer/scores"});
-        if (const auto* st = local ? cap.states("cache/indexer_compressor_state", 4, cfg.index_head_dim) : nullptr)
-          before.indexer_compressor = (*st)[b];
-        else from_earlier_calls("cache/indexer_compressor_state_*", {"indexer/compressor/entries",
-                                "indexer/compressor/state_kv", "indexer/compressor/state_score"});
-      }
-    }
-    const ref::Mat& x = cap.dense("x")[b];
-
-    // q path and window kv.
-    const ref::Mat q_latent = B.q_latent(L, x);
-    const ref::Mat q = B.q(L, input("q_latent", q_latent, "q", b), start);
-    const ref::Mat kv = B.kv(L, x, start);
-    values["q_latent"].dense.push_back(q_latent);
-    values["q"].dense.push_back(q);
-    values["kv"].dense.push_back(kv);
-
-    // Index lists: the indexer and its compressor (ratio 4).
-    ref::IndexMat indexer_topk;
-    ref::Mat tie_scores;
-    ref::Mat indexer_keys = before.indexer_entries;
-    ref::CompressorState indexer_state = before.indexer_compressor;
-    if (ratio == 4) {
-      const ref::Mat indexer_q = B.indexer_q(L, input("q_latent", q_latent, "indexer/q", b), start);
-      const ref::CompressorOutput keys_new = B.compress(L, ref::CompressorKind::indexer, x, start, indexer_state);
-      const ref::Mat indexer_weights = B.indexer_weights(L, x);
-      indexer_keys = stack_rows(before.indexer_entries,
-                                input("indexer/compressor/entries", keys_new.entries, "indexer/scores", b));
-      const ref::Mat scores =
-          B.indexer_scores(L, input("indexer/q", indexer_q, "indexer/scores", b),
-                           input("indexer/weights", indexer_weights, "indexer/scores", b), indexer_keys, start);
-      tie_scores = input("indexer/scores", scores, "indexer/topk", b);
-      indexer_topk = B.indexer_topk(L, tie_scores, k, offset);
-      values["indexer/q"].dense.push_back(indexer_q);
-      values["indexer/weights"].dense.push_back(indexer_weights);
-      values["indexer/compressor/entries"].dense.push_back(keys_new.entries);
-      values["indexer/compressor/state_kv"].dense.push_back(indexer_state.kv);
-      values["indexer/compressor/state_score"].dense.push_back(indexer_state.score);
-      values["indexer/scores"].dense.push_back(scores);
-      StageValue& topk_value = values["indexer/topk"];
-      topk_value.indices.push_back(indexer_topk);
-      topk_value.tie_scores.push_back(tie_scores);
-      topk_value.tie_offset = offset;
-    }
-    const ref::IndexMat topk_idxs =
-        B.topk_idxs(L, space, ratio == 4 ? input_indices("indexer/topk", indexer_topk, "topk_idxs", b) : indexer_topk);
-    StageValue& idxs_value = values["topk_idxs"];
-    idxs_value.indices.push_back(topk_idxs);
-    if (ratio == 4) idxs_value.tie_scores.push_back(tie_scores);
-    idxs_value.tie_offset = offset;
-
-    // The main compressor.
-    ref::Mat entries = before.entries;
-    ref::CompressorState state = before.compressor;
+  // The state before the call of sequence b, into the cache.
+  auto restore_before = [&](int b) {
+    ref::KvCache& cache = *cache_;
+    if (local && cap.has("cache/window_kv")) cache.restore_window(b, start, cap.dense("cache/window_kv")[b]);
+    else from_earlier_calls("cache/window_kv", {"attn/core"});
     if (ratio != 0) {
-      const ref::CompressorOutput entries_new = B.compress(L, ref::CompressorKind::main, x, start, state);
-      entries = stack_rows(before.entries, input("compressor/entries", entries_new.entries, "attn/core", b));
-      values["compressor/entries"].dense.push_back(entries_new.entries);
-      values["compressor/state_kv"].dense.push_back(state.kv);
-      values["compressor/state_score"].dense.push_back(state.score);
+      if (local && cap.has("cache/compressed_kv"))
+        cache.restore_entries(b, ref::EntryKind::main, cap.dense("cache/compressed_kv")[b]);
+      else from_earlier_calls("cache/compressed_kv", {"attn/core"});
+      if (const auto* st = local ? cap.states("cache/compressor_state", ratio, cfg.head_dim) : nullptr)
+        cache.compressor_state(b, ref::EntryKind::main) = (*st)[b];
+      else from_earlier_calls("cache/compressor_state_*", {"compressor/entries", "compressor/state_kv", "compressor/state_score"});
     }
+    if (ratio == 4) {
+      if (local && cap.has("cache/indexer_kv"))
+        cache.restore_entries(b, ref::EntryKind::indexer, cap.dense("cache/indexer_kv")[b]);
+      else from_earlier_calls("cache/indexer_kv", {"indexer/scores"});
+      if (const auto* st = local ? cap.states("cache/indexer_compressor_state", 4, cfg.index_head_dim) : nullptr)
+        cache.compressor_state(b, ref::EntryKind::indexer) = (*st)[b];
+      else from_earlier_calls("cache/indexer_compressor_state_*", {"indexer/compressor/entries",
+                              "indexer/compressor/state_kv", "indexer/compressor/state_score"});
+    }
+  };
 
-    // Sparse attention over the call's kv matrix, then the output projection.
-    const ref::Mat& kv_used = input("kv", kv, "attn/core", b);
-    const ref::Mat kv_rows = call_kv_rows(space, before.ring, kv_used, entries);
-    const ref::Mat core = B.attn_core(L, input("q", q, "attn/core", b), kv_rows,
-                                      input_indices("topk_idxs", topk_idxs, "attn/core", b));
-    const ref::Mat out_heads = B.attn_out_heads(L, input("attn/core", core, "attn/out_heads", b), start);
-    const ref::Mat wo_a = B.attn_wo_a(L, input("attn/out_heads", out_heads, "attn/wo_a", b));
-    const ref::Mat out = B.out(L, input("attn/wo_a", wo_a, "out", b));
-    values["attn/core"].dense.push_back(core);
-    values["attn/out_heads"].dense.push_back(out_heads);
-    values["attn/wo_a"].dense.push_back(wo_a);
-    values["out"].dense.push_back(out);
-
-    // What the next call starts from: the inputs this call used (captured in stage-local mode).
-    SequenceState after;
-    after.length = end;
-    after.ring = before.ring;
-    write_window(after.ring, kv_used, start);
-    after.entries = std::move(entries);
-    after.indexer_entries = std::move(indexer_keys);
-    after.compressor = captured_state_after ? (*captured_state_after)[b] : state;
-    after.indexer_compressor = captured_indexer_state_after ? (*captured_indexer_state_after)[b] : indexer_state;
-    carried_[b] = std::move(after);
+  const std::vector<ref::CompressorState>* main_after =
+      local && ratio != 0 ? cap.states("compressor/state", ratio, cfg.head_dim) : nullptr;
+  const std::vector<ref::CompressorState>* indexer_after =
+      local && ratio == 4 ? cap.states("indexer/compressor/state", 4, cfg.index_head_dim) : nullptr;
+  std::vector<ref::StageOutputs> outputs;
+  std::vector<ref::Mat> tie_scores;  // per sequence: the scores the indexer's top-k was selected from
+  for (int b = 0; b < call.batch; ++b) {
+    if (start != 0) restore_before(b);
+    const CapturedInputs inputs(cap, b, note, main_after, indexer_after);
+    outputs.push_back(oracle_layer_.forward(cap.dense("x")[b], start, *cache_, b, backend_, local ? &inputs : nullptr));
+    if (ratio == 4)
+      tie_scores.push_back(local && cap.has("indexer/scores") ? cap.dense("indexer/scores")[b]
+                                                              : outputs.back().indexer_scores);
   }
 
-  if (ratio != 0) {
-    const std::vector<int> rows = ref::CompressorState::fresh(ratio, cfg.head_dim).meaningful_rows(end);
-    values["compressor/state_kv"].rows = rows;
-    values["compressor/state_score"].rows = rows;
+  const int64_t offset = ref::IndexSpace::for_call(start, call.seqlen, cfg.window_size).compressed_offset();
+  for (const ref::StageDef& s : ref::stages()) {
+    if (!s.is_compared() || !ref::in_scope(s.scope, ratio)) continue;
+    StageValue& value = values[std::string(s.name)];
+    for (const ref::StageOutputs& o : outputs) {
+      if (s.dense_result) value.dense.push_back(*s.dense_result(o));
+      else value.indices.push_back(*s.index_result(o));
+    }
+    if (s.comparison == ref::Comparison::index_set) {
+      value.tie_offset = offset;
+      if (s.tie_scores && ratio == 4) value.tie_scores = tie_scores;
+    }
+    if (s.comparison == ref::Comparison::dense_state) value.rows = meaningful_rows(s, cfg, ratio, end);
+    value.computed_by = backend_.computes(s.entry) ? backend_.name() : "oracle";
   }
-  if (ratio == 4) {
-    const std::vector<int> rows = ref::CompressorState::fresh(4, cfg.index_head_dim).meaningful_rows(end);
-    values["indexer/compressor/state_kv"].rows = rows;
-    values["indexer/compressor/state_score"].rows = rows;
-  }
-  for (auto& [stage, value] : values) value.computed_by = B.computes(stage) ? B.name() : "oracle";
   return values;
 }
 

@@ -1,20 +1,21 @@
 #pragma once
-// The replay of one captured layer, call by call: every stage of a call computed by a Backend,
-// for every sequence of the batch, from the inputs the mode says (docs/capture-format.md "Replay"):
-//   stage-local  each stage from the captured inputs of that stage (a captured input that is
-//                absent is replaced by the replay's own value, and the record says so); the state
-//                before a call from its cache/ datasets, else from the replay of the earlier calls;
-//   chained      every stage from x and the replay's own earlier results, state carried from call
-//                to call (what ref::AttentionLayer::forward_batch computes over a ring cache).
-#include <functional>
+// The replay of one captured layer, call by call: the oracle's layer (ref::AttentionLayer::forward)
+// runs every sequence of the batch with its stages computed by a backend (a ref::StageProvider);
+// the mode says what each stage reads (docs/capture-format.md "Replay"):
+//   stage-local  the captured values of its inputs (a captured input that is absent is replaced by
+//                the replay's own value, and the record says so); the state before a call from the
+//                call's cache/ datasets, else from the replay of the earlier calls;
+//   chained      x and the replay's own earlier results, the cache carried from call to call
+//                (exactly ref::AttentionLayer::forward_batch over a ring cache).
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "reference/kv_cache.h"
 #include "reference/layer.h"
+#include "reference/stage_provider.h"
 #include "verify/capture/capture.h"
-#include "verify/replay/backend.h"
-#include "verify/replay/sequence_state.h"
 
 namespace dsv4::verify {
 
@@ -36,24 +37,24 @@ using CallValues = std::map<std::string, StageValue, std::less<>>;
 
 class LayerReplay {
  public:
-  // `capture` and `layer` must outlive this object. Throws std::invalid_argument when the oracle
-  // refuses the configuration or the weights.
+  // `capture`, `layer` and `backend` must outlive this object. Throws std::invalid_argument when
+  // the oracle refuses the configuration or the weights.
   LayerReplay(const Capture& capture, const LayerCapture& layer, const ref::PrecisionPolicy& policy,
-              const Backend& backend, ReplayMode mode);
+              const ref::StageProvider& backend, ReplayMode mode);
 
-  // Replays layer.calls[k], k = 0, 1, ... in order (each call once), and advances the carried state.
-  // -> the values of every stage the layer's ratio has. Throws CaptureError naming the missing
-  // dataset when a state the call needs is neither captured nor left by the earlier calls (a call
-  // that does not continue the previous one).
+  // Replays layer.calls[k], k = 0, 1, ... in order (each call once), and advances the carried cache.
+  // -> the values of every compared stage the layer's ratio has. Throws CaptureError naming the
+  // missing dataset when a state the call needs is neither captured nor left by the earlier calls
+  // (a call that does not continue the previous one).
   CallValues replay_call(const CallCapture& call);
 
  private:
   const Capture& capture_;
   const LayerCapture& layer_;
-  const Backend& backend_;
+  const ref::StageProvider& backend_;
   ReplayMode mode_;
   ref::AttentionLayer oracle_layer_;
-  std::vector<SequenceState> carried_;  // one per sequence, after the last replayed call
+  std::unique_ptr<ref::KvCache> cache_;  // every sequence's state after the last replayed call
 };
 
 }  // namespace dsv4::verify

@@ -7,11 +7,11 @@
 #include <stdexcept>
 
 #include "reference/precision.h"
-#include "verify/capture/call_geometry.h"
-#include "verify/capture/stage_names.h"
+#include "reference/call_geometry.h"
+#include "reference/stage_registry.h"
 #include "verify/compare/dense.h"
 #include "verify/compare/index_set.h"
-#include "verify/replay/stage_table.h"
+#include "verify/replay/backend.h"
 #include "verify/tolerance/tolerance_table.h"
 
 namespace dsv4::verify {
@@ -37,7 +37,7 @@ void check_size(const Record& r, size_t replayed, int64_t captured) {
                                        r.layer, r.call, r.stage, replayed, captured, format_shape(r.shape)));
 }
 
-Record compare_stage(int layer, const CallCapture& call, const CallGeometry& geometry, const ReplayStage& stage,
+Record compare_stage(int layer, const CallCapture& call, const ref::CallGeometry& geometry, const ref::StageDef& stage,
                      const StageValue& value, const ToleranceTable& table) {
   Record r;
   r.layer = layer;
@@ -45,7 +45,7 @@ Record compare_stage(int layer, const CallCapture& call, const CallGeometry& geo
   r.stage = std::string(stage.name);
   if (!call.has(r.stage)) {
     r.status = Status::missing;
-    r.shape = find_stage(stage.name)->shape(geometry);
+    r.shape = stage.shape(geometry);
     r.note = "not in the capture";
     return r;
   }
@@ -58,7 +58,7 @@ Record compare_stage(int layer, const CallCapture& call, const CallGeometry& geo
   r.note = fmt::format("{}", fmt::join(notes, "; "));
 
   switch (stage.comparison) {
-    case Comparison::dense: {
+    case ref::Comparison::dense: {
       const std::vector<double> replayed = flatten(value.dense);
       check_size(r, replayed.size(), captured.numel());
       const DenseMetrics m = compare_dense(replayed, captured.values, captured.shape, *r.tolerance);
@@ -66,7 +66,7 @@ Record compare_stage(int layer, const CallCapture& call, const CallGeometry& geo
       r.metrics = m;
       break;
     }
-    case Comparison::dense_state: {
+    case ref::Comparison::dense_state: {
       const std::vector<double> replayed = flatten(value.dense);
       check_size(r, replayed.size(), captured.numel());
       // Rows of [b, coff*r, coff*d]: sequence b's meaningful rows are kept.
@@ -83,7 +83,7 @@ Record compare_stage(int layer, const CallCapture& call, const CallGeometry& geo
                               r.note.empty() ? "" : "; ", kept, rows_per_sequence);
       break;
     }
-    case Comparison::index_set: {
+    case ref::Comparison::index_set: {
       const std::vector<int64_t> replayed = flatten(value.indices);
       check_size(r, replayed.size(), captured.numel());
       const std::vector<int64_t> got(captured.values.begin(), captured.values.end());
@@ -98,6 +98,8 @@ Record compare_stage(int layer, const CallCapture& call, const CallGeometry& geo
       r.metrics = m;
       break;
     }
+    case ref::Comparison::none:
+      throw std::logic_error("replay: stage " + r.stage + " is an input, not a compared stage");
   }
   return r;
 }
@@ -138,7 +140,7 @@ Report replay_capture(const Capture& capture, const ReplayOptions& options,
       throw std::invalid_argument(fmt::format("--call {}: expected a call the selected layers have (0 .. {})",
                                               *options.call, layers.front()->calls.size() - 1));
   }
-  const std::unique_ptr<Backend> backend = make_backend(options.backend, precision);
+  const std::unique_ptr<ref::StageProvider> backend = make_backend(options.backend, precision);
 
   Report report;
   report.file = capture.path;
@@ -157,9 +159,9 @@ Report replay_capture(const Capture& capture, const ReplayOptions& options,
                   static_cast<int>(layer.calls.size())});
       const CallValues values = replay.replay_call(call);
       if (options.call && call.index != *options.call) continue;
-      const CallGeometry geometry{&capture.config, layer.compress_ratio, call.batch, call.seqlen, call.start_pos};
-      for (const ReplayStage& stage : replay_stages()) {
-        if (!in_scope(find_stage(stage.name)->scope, layer.compress_ratio)) continue;
+      const ref::CallGeometry geometry{&capture.config, layer.compress_ratio, call.batch, call.seqlen, call.start_pos};
+      for (const ref::StageDef& stage : ref::stages()) {
+        if (!stage.is_compared() || !ref::in_scope(stage.scope, layer.compress_ratio)) continue;
         if (stage_filter && !std::regex_search(stage.name.begin(), stage.name.end(), *stage_filter)) continue;
         report.records.push_back(
             compare_stage(layer.index, call, geometry, stage, values.at(std::string(stage.name)), table));

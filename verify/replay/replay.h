@@ -1,8 +1,8 @@
 #pragma once
 // Replaying a capture (docs/capture-format.md "Replay"): every (layer, call, stage) the filters
-// keep, in order (layers ascending, calls in order, stages in the stage table's order), computed by
+// keep, in order (layers ascending, calls in order, stages in the registry's order), computed by
 // a backend and compared with the captured dataset, one Record each:
-//   PASS / FAIL  by the stage's comparator (stage_table.h) and its tolerance row;
+//   PASS / FAIL  by the stage's comparator (reference/stage_registry.h) and its tolerance row;
 //   MISSING      the capture has no such dataset (not a failure);
 // Stages the layer's ratio does not have, and stages the --stage filter leaves out, get no record.
 // Calls before the selected --call are still replayed (they carry the state), but not reported.

@@ -12,8 +12,8 @@
 #include "reference/numerics/storage.h"
 #include "reference/precision.h"
 #include "reference/weights.h"
-#include "verify/capture/call_geometry.h"
-#include "verify/capture/stage_names.h"
+#include "reference/call_geometry.h"
+#include "reference/stage_registry.h"
 #include "verify/capture/tensor_convert.h"
 
 namespace dsv4::verify {
@@ -55,45 +55,49 @@ void require(bool ok, const std::string& option, const std::string& expected, co
   if (!ok) throw std::invalid_argument(fmt::format("synth {}: expected {}, found {}", option, expected, found));
 }
 
-// The datasets of one call from what each sequence's forward returned and the cache before it.
+// The datasets of one call, by registry row, in the dtype the policy holds each in.
 class CallWriter {
  public:
-  CallWriter(CallCapture& call, const CallGeometry& g, const ref::PrecisionPolicy& p) : call_(call), g_(g), p_(p) {}
+  CallWriter(CallCapture& call, const ref::CallGeometry& g, const ref::PrecisionPolicy& p) : call_(call), g_(g), p_(p) {}
 
-  void dense(std::string_view name, const std::vector<ref::Mat>& mats) {
-    const StageName* s = find_stage(name);
-    call_.stages[std::string(name)] = from_mats(mats, s->shape(g_), dtype_for(name));
+  void dense(ref::Stage id, const std::vector<ref::Mat>& mats) {
+    const ref::StageDef& s = ref::stage(id);
+    call_.stages[std::string(s.name)] = from_mats(mats, s.shape(g_), dtype_of(s.storage(p_)));
   }
-  void indices(std::string_view name, const std::vector<ref::IndexMat>& mats) {
-    call_.stages[std::string(name)] = from_index_mats(mats, find_stage(name)->shape(g_));
+  void indices(ref::Stage id, const std::vector<ref::IndexMat>& mats) {
+    const ref::StageDef& s = ref::stage(id);
+    call_.stages[std::string(s.name)] = from_index_mats(mats, s.shape(g_));
   }
-  void states(std::string_view prefix, const std::vector<ref::CompressorState>& states) {
+  void states(ref::Stage kv_id, ref::Stage score_id, const std::vector<ref::CompressorState>& states) {
     std::vector<ref::Mat> kv, score;
     for (const ref::CompressorState& st : states) {
       kv.push_back(st.kv);
       score.push_back(st.score);
     }
-    dense(std::string(prefix) + "_kv", kv);
-    dense(std::string(prefix) + "_score", score);
+    dense(kv_id, kv);
+    dense(score_id, score);
+  }
+  // Every computed stage of the layer's ratio, from each sequence's outputs.
+  void results(const std::vector<ref::StageOutputs>& outs) {
+    for (const ref::StageDef& s : ref::stages()) {
+      if (!s.is_compared() || !ref::in_scope(s.scope, g_.ratio)) continue;
+      if (s.dense_result) {
+        std::vector<ref::Mat> mats;
+        for (const ref::StageOutputs& o : outs) mats.push_back(*s.dense_result(o));
+        dense(s.id, mats);
+      } else {
+        std::vector<ref::IndexMat> mats;
+        for (const ref::StageOutputs& o : outs) mats.push_back(*s.index_result(o));
+        indices(s.id, mats);
+      }
+    }
   }
 
  private:
-  std::string dtype_for(std::string_view name) const {
-    if (name.find("state") != std::string_view::npos) return dtype_of(p_.fp32_tensors);
-    if (name == "indexer/scores") return dtype_of(p_.indexer_scores);
-    return dtype_of(p_.activations);
-  }
   CallCapture& call_;
-  const CallGeometry& g_;
+  const ref::CallGeometry& g_;
   const ref::PrecisionPolicy& p_;
 };
-
-template <typename T, typename F>
-std::vector<T> per_sequence(const std::vector<ref::StageOutputs>& outs, F&& field) {
-  std::vector<T> v;
-  for (const ref::StageOutputs& o : outs) v.push_back(field(o));
-  return v;
-}
 
 }  // namespace
 
@@ -145,12 +149,12 @@ Capture synthesize_capture(const SynthOptions& o) {
       call.start_pos = start;
       call.seqlen = s;
       call.batch = o.batch;
-      const CallGeometry g{&cfg, ratio, o.batch, s, start};
+      const ref::CallGeometry g{&cfg, ratio, o.batch, s, start};
       CallWriter w(call, g, policy);
 
       std::vector<ref::Mat> xs;
       for (const ref::Mat& xb : x) xs.push_back(xb.middleRows(start, s));
-      w.dense("x", xs);
+      w.dense(ref::Stage::x, xs);
       if (o.cache) {
         std::vector<ref::Mat> ring, entries, indexer_entries;
         std::vector<ref::CompressorState> state, indexer_state;
@@ -165,42 +169,18 @@ Capture synthesize_capture(const SynthOptions& o) {
             indexer_state.push_back(cache->compressor_state(b, ref::EntryKind::indexer));
           }
         }
-        w.dense("cache/window_kv", ring);
+        w.dense(ref::Stage::cache_window_kv, ring);
         if (ratio != 0) {
-          w.dense("cache/compressed_kv", entries);
-          w.states("cache/compressor_state", state);
+          w.dense(ref::Stage::cache_compressed_kv, entries);
+          w.states(ref::Stage::cache_compressor_state_kv, ref::Stage::cache_compressor_state_score, state);
         }
         if (ratio == 4) {
-          w.dense("cache/indexer_kv", indexer_entries);
-          w.states("cache/indexer_compressor_state", indexer_state);
+          w.dense(ref::Stage::cache_indexer_kv, indexer_entries);
+          w.states(ref::Stage::cache_indexer_compressor_state_kv, ref::Stage::cache_indexer_compressor_state_score,
+                   indexer_state);
         }
       }
-
-      const std::vector<ref::StageOutputs> outs = attention.forward_batch(xs, start, *cache);
-      using SO = ref::StageOutputs;
-      w.dense("q_latent", per_sequence<ref::Mat>(outs, [](const SO& so) { return so.q_latent; }));
-      w.dense("q", per_sequence<ref::Mat>(outs, [](const SO& so) { return so.q; }));
-      w.dense("kv", per_sequence<ref::Mat>(outs, [](const SO& so) { return so.kv; }));
-      if (ratio != 0) {
-        w.dense("compressor/entries", per_sequence<ref::Mat>(outs, [](const SO& so) { return so.compressor_entries; }));
-        w.states("compressor/state",
-                 per_sequence<ref::CompressorState>(outs, [](const SO& so) { return so.compressor_state; }));
-      }
-      if (ratio == 4) {
-        w.dense("indexer/q", per_sequence<ref::Mat>(outs, [](const SO& so) { return so.indexer_q; }));
-        w.dense("indexer/weights", per_sequence<ref::Mat>(outs, [](const SO& so) { return so.indexer_weights; }));
-        w.dense("indexer/compressor/entries",
-                per_sequence<ref::Mat>(outs, [](const SO& so) { return so.indexer_compressor_entries; }));
-        w.states("indexer/compressor/state",
-                 per_sequence<ref::CompressorState>(outs, [](const SO& so) { return so.indexer_compressor_state; }));
-        w.dense("indexer/scores", per_sequence<ref::Mat>(outs, [](const SO& so) { return so.indexer_scores; }));
-        w.indices("indexer/topk", per_sequence<ref::IndexMat>(outs, [](const SO& so) { return so.indexer_topk; }));
-      }
-      w.indices("topk_idxs", per_sequence<ref::IndexMat>(outs, [](const SO& so) { return so.topk_idxs; }));
-      w.dense("attn/core", per_sequence<ref::Mat>(outs, [](const SO& so) { return so.attn_core; }));
-      w.dense("attn/out_heads", per_sequence<ref::Mat>(outs, [](const SO& so) { return so.attn_out_heads; }));
-      w.dense("attn/wo_a", per_sequence<ref::Mat>(outs, [](const SO& so) { return so.attn_wo_a; }));
-      w.dense("out", per_sequence<ref::Mat>(outs, [](const SO& so) { return so.out; }));
+      w.results(attention.forward_batch(xs, start, *cache));
       layer.calls.push_back(std::move(call));
       start += s;
     }

@@ -24,7 +24,7 @@ struct StageId {
 struct Record {
   int layer = 0;
   int call = 0;
-  std::string stage;             // the capture's dataset name (stage_names.h)
+  std::string stage;             // the capture's dataset name (reference/stage_registry.h)
   Status status = Status::skipped;
   Shape shape;                   // of the compared dataset
   std::string dtype;             // the dataset's `dtype` attribute (what the producer held), e.g. "bfloat16"

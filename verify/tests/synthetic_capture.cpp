@@ -7,8 +7,7 @@
 #include <filesystem>
 #include <random>
 
-#include "verify/capture/call_geometry.h"
-#include "verify/capture/stage_names.h"
+#include "reference/stage_registry.h"
 #include "verify/capture/tensor_convert.h"
 #include "verify/capture/weight_names.h"
 
@@ -58,7 +57,7 @@ Capture synthetic_capture(const std::vector<int>& ratios, const std::vector<Call
     layer.compress_ratio = ratio;
     layer.weights.compress_ratio = ratio;
     for (const WeightName& w : weight_names()) {
-      if (!in_scope(w.scope, ratio)) continue;
+      if (!ref::in_scope(w.scope, ratio)) continue;
       Tensor t = random_tensor(w.shape(c.config, ratio), rng);
       visit_weight(layer.weights, w.name, [&](auto& member) { assign_weight(member, t); });
       if (!w.linear.empty()) layer.weight_linear_kinds[std::string(w.name)] = std::string(w.linear);
@@ -77,16 +76,16 @@ Capture synthetic_capture(const std::vector<int>& ratios, const std::vector<Call
       call.start_pos = calls[k].start_pos;
       call.seqlen = calls[k].seqlen;
       call.batch = batch;
-      CallGeometry g{&c.config, ratio, batch, call.seqlen, call.start_pos};
-      for (const StageName& s : stage_names()) {
-        if (!in_scope(s.scope, ratio)) continue;
+      ref::CallGeometry g{&c.config, ratio, batch, call.seqlen, call.start_pos};
+      for (const ref::StageDef& s : ref::stages()) {
+        if (!ref::in_scope(s.scope, ratio)) continue;
         Tensor t = random_tensor(s.shape(g), rng);
         if (s.is_index()) {
           t.is_index = true;
           t.dtype = "int32";
           std::uniform_int_distribution<int64_t> index(-1, g.kv_rows() - 1);
           for (double& v : t.values) v = static_cast<double>(index(rng));
-        } else if (s.values == StageValues::finite_or_minus_inf) {
+        } else if (s.values == ref::StageValues::finite_or_minus_inf) {
           for (std::size_t i = 0; i < t.values.size(); i += 7) t.values[i] = -INFINITY;
         }
         if (s.name == "x" || s.name == "q" || s.name == "out") t.dtype = "bfloat16";

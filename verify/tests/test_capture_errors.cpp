@@ -14,13 +14,14 @@
 #include "verify/capture/config_attrs.h"
 #include "verify/capture/dataset_checks.h"
 #include "verify/capture/reader.h"
-#include "verify/capture/stage_names.h"
+#include "reference/stage_registry.h"
 #include "verify/capture/tensor_convert.h"
 #include "verify/capture/weight_names.h"
 #include "verify/capture/writer.h"
 #include "verify/hdf5/file.h"
 
 using namespace dsv4::verify;
+namespace ref = dsv4::ref;
 using dsv4::verify::testing::TempFile;
 
 namespace {
@@ -332,7 +333,7 @@ TEST_CASE("errors: weights and stages that the layer's ratio does not have") {
 
 TEST_CASE("errors: every stage and every weight is checked against its shape") {
   int stages = 0;
-  for (const StageName& s : stage_names()) {
+  for (const ref::StageDef& s : ref::stages()) {
     CAPTURE(s.name);
     ++stages;
     Capture c = csa();

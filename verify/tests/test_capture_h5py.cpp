@@ -8,13 +8,13 @@
 #include <cstdlib>
 
 #include "synthetic_capture.h"
-#include "verify/capture/call_geometry.h"
 #include "verify/capture/reader.h"
-#include "verify/capture/stage_names.h"
+#include "reference/stage_registry.h"
 #include "verify/capture/tensor_convert.h"
 #include "verify/capture/weight_names.h"
 
 using namespace dsv4::verify;
+namespace ref = dsv4::ref;
 using dsv4::verify::testing::TempFile;
 
 namespace {
@@ -73,7 +73,7 @@ TEST_CASE("h5py capture: every attribute and value as the script wrote it") {
   for (const auto& [index, layer] : c.layers) {
     CAPTURE(index);
     for (const WeightName& w : weight_names()) {
-      if (!in_scope(w.scope, layer.compress_ratio)) continue;
+      if (!ref::in_scope(w.scope, layer.compress_ratio)) continue;
       const std::string name = "weights/" + std::string(w.name);
       CAPTURE(name);
       visit_weight(layer.weights, w.name, [&](const auto& m) {
@@ -86,14 +86,14 @@ TEST_CASE("h5py capture: every attribute and value as the script wrote it") {
     REQUIRE(layer.calls.size() == 2);
     for (const CallCapture& call : layer.calls) {
       CHECK(call.batch == 2);
-      CallGeometry g{&c.config, layer.compress_ratio, 2, call.seqlen, call.start_pos};
+      ref::CallGeometry g{&c.config, layer.compress_ratio, 2, call.seqlen, call.start_pos};
       int stages = 0;
-      for (const StageName& s : stage_names()) stages += in_scope(s.scope, layer.compress_ratio);
+      for (const ref::StageDef& s : ref::stages()) stages += ref::in_scope(s.scope, layer.compress_ratio);
       CHECK(call.stages.size() == static_cast<std::size_t>(stages));
       for (const auto& [stage, t] : call.stages) {
         const std::string name = fmt::format("calls/{}/{}", call.index, stage);
         CAPTURE(name);
-        CHECK(t.shape == find_stage(stage)->shape(g));
+        CHECK(t.shape == ref::find_stage(stage)->shape(g));
         if (t.is_index) {
           CHECK(t.values == expected_indices(name, t.numel(), g.kv_rows()));
           CHECK(t.dtype == "int64");

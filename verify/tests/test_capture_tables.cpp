@@ -5,16 +5,16 @@
 #include <algorithm>
 
 #include "synthetic_capture.h"
-#include "verify/capture/call_geometry.h"
-#include "verify/capture/stage_names.h"
+#include "reference/stage_registry.h"
 #include "verify/capture/weight_names.h"
 
 using namespace dsv4::verify;
+namespace ref = dsv4::ref;
 using Shape = std::vector<int64_t>;
 
 namespace {
-Shape stage_shape(const std::string& name, const CallGeometry& g) {
-  const StageName* s = find_stage(name);
+Shape stage_shape(const std::string& name, const ref::CallGeometry& g) {
+  const ref::StageDef* s = ref::find_stage(name);
   REQUIRE(s != nullptr);
   return s->shape(g);
 }
@@ -34,22 +34,22 @@ TEST_CASE("stage table: exactly the datasets of capture-format.md, each once") {
       "cache/compressor_state_kv", "cache/compressor_state_score", "cache/indexer_compressor_state_kv",
       "cache/indexer_compressor_state_score"};
   std::vector<std::string> table;
-  for (const StageName& s : stage_names()) table.emplace_back(s.name);
+  for (const ref::StageDef& s : ref::stages()) table.emplace_back(s.name);
   CHECK(table == spec);
   std::vector<std::string> index, minus_inf;
-  for (const StageName& s : stage_names()) {
+  for (const ref::StageDef& s : ref::stages()) {
     if (s.is_index()) index.emplace_back(s.name);
-    if (s.values == StageValues::finite_or_minus_inf) minus_inf.emplace_back(s.name);
+    if (s.values == ref::StageValues::finite_or_minus_inf) minus_inf.emplace_back(s.name);
   }
   CHECK(index == std::vector<std::string>{"indexer/topk", "topk_idxs"});
   CHECK(minus_inf == std::vector<std::string>{"compressor/state_score", "indexer/compressor/state_score", "indexer/scores",
                                               "cache/compressor_state_score", "cache/indexer_compressor_state_score"});
-  CHECK(is_stage_group("indexer"));
-  CHECK(is_stage_group("indexer/compressor"));
-  CHECK(is_stage_group("cache"));
-  CHECK_FALSE(is_stage_group("indexer/q"));
-  CHECK_FALSE(is_stage_group("attn/core"));
-  CHECK(find_stage("foo") == nullptr);
+  CHECK(ref::is_stage_group("indexer"));
+  CHECK(ref::is_stage_group("indexer/compressor"));
+  CHECK(ref::is_stage_group("cache"));
+  CHECK_FALSE(ref::is_stage_group("indexer/q"));
+  CHECK_FALSE(ref::is_stage_group("attn/core"));
+  CHECK(ref::find_stage("foo") == nullptr);
 }
 
 TEST_CASE("weight table: the 18 weights of capture-format.md with spec 2.1's linear kinds") {
@@ -113,7 +113,7 @@ TEST_CASE("call geometry: entries, index widths and kv rows, worked by hand") {
     CAPTURE(r.ratio);
     CAPTURE(r.start_pos);
     CAPTURE(r.seqlen);
-    CallGeometry g{&cfg, r.ratio, 1, r.seqlen, r.start_pos};
+    ref::CallGeometry g{&cfg, r.ratio, 1, r.seqlen, r.start_pos};
     if (r.ratio != 0) {
       CHECK(g.new_entries(r.ratio) == r.n_new);
       CHECK(g.entries_before(r.ratio) == r.n_before);
@@ -126,14 +126,14 @@ TEST_CASE("call geometry: entries, index widths and kv rows, worked by hand") {
   }
   // Flash: a 4096-token prefill on a CSA layer selects 512 of 1024 visible entries.
   const auto flash = dsv4::ref::ModelConfig::flash();
-  CallGeometry g{&flash, 4, 1, 4096, 0};
+  ref::CallGeometry g{&flash, 4, 1, 4096, 0};
   CHECK(g.indexer_topk() == 512);
   CHECK(g.topk_width() == 128 + 512);
 }
 
 TEST_CASE("stage shapes: micro config, ratio 4 prefill of 10 tokens, batch 2") {
   const auto cfg = testing::micro_config();  // dim 128, H 2, d 128, q_lora 128, G 2 x 64, IH 2 x ID 64
-  CallGeometry g{&cfg, 4, 2, 10, 0};
+  ref::CallGeometry g{&cfg, 4, 2, 10, 0};
   CHECK(stage_shape("x", g) == Shape{2, 10, 128});
   CHECK(stage_shape("q", g) == Shape{2, 10, 2, 128});
   CHECK(stage_shape("compressor/entries", g) == Shape{2, 2, 128});
@@ -147,11 +147,11 @@ TEST_CASE("stage shapes: micro config, ratio 4 prefill of 10 tokens, batch 2") {
   CHECK(stage_shape("attn/wo_a", g) == Shape{2, 10, 2, 64});
   CHECK(stage_shape("cache/window_kv", g) == Shape{2, 8, 128});
   CHECK(stage_shape("cache/compressed_kv", g) == Shape{2, 0, 128});
-  CallGeometry hca{&cfg, 128, 1, 1, 200};
+  ref::CallGeometry hca{&cfg, 128, 1, 1, 200};
   CHECK(stage_shape("compressor/state_kv", hca) == Shape{1, 128, 128});
   CHECK(stage_shape("cache/compressed_kv", hca) == Shape{1, 1, 128});
   CHECK(stage_shape("compressor/entries", hca) == Shape{1, 0, 128});
-  CHECK(in_scope(find_stage("compressor/entries")->scope, 128));
-  CHECK_FALSE(in_scope(find_stage("compressor/entries")->scope, 0));
-  CHECK_FALSE(in_scope(find_stage("indexer/topk")->scope, 128));
+  CHECK(ref::in_scope(ref::find_stage("compressor/entries")->scope, 128));
+  CHECK_FALSE(ref::in_scope(ref::find_stage("compressor/entries")->scope, 0));
+  CHECK_FALSE(ref::in_scope(ref::find_stage("indexer/topk")->scope, 128));
 }

@@ -39,7 +39,7 @@ std::map<std::string, std::string> digests_of(const std::string& path) {
   const Capture capture = read_capture(path);
   const std::string name = path.substr(path.find_last_of('/') + 1);
   const ref::PrecisionPolicy policy = ref::PrecisionPolicy::by_name(capture.precision);
-  const OracleBackend oracle;
+  const ref::StageProvider& oracle = ref::oracle_stages();
   for (ReplayMode mode : {ReplayMode::stage_local, ReplayMode::chained}) {
     for (const auto& [index, layer] : capture.layers) {
       LayerReplay replay(capture, layer, policy, oracle, mode);

@@ -1,5 +1,4 @@
-// The replay engine (verify/replay/): the stage table against the capture format's; the Backend
-// composition of stage-local and chained replay against ref::AttentionLayer::forward_batch (the
+// The replay engine (verify/replay/): the stage-provider composition of stage-local and chained replay against ref::AttentionLayer::forward_batch (the
 // synthetic captures come from forward_batch, an independent assembly of the same stages, so an
 // oracle replaying them must be bit for bit equal in every mode and call kind); the first failure
 // lands on the stage that was corrupted; MISSING stages and derived state; compressor states
@@ -12,10 +11,9 @@
 #include <set>
 
 #include "verify/capture/capture_error.h"
-#include "verify/capture/stage_names.h"
+#include "reference/stage_registry.h"
 #include "verify/replay/backend.h"
 #include "verify/replay/replay.h"
-#include "verify/replay/stage_table.h"
 #include "verify/replay/synth.h"
 
 using namespace dsv4::verify;
@@ -65,23 +63,6 @@ void check_bitwise(const Report& r) {
 
 }  // namespace
 
-TEST_CASE("the replay stage table is the capture format's stage table less x and cache") {
-  std::vector<std::string> expected, table;
-  for (const StageName& s : stage_names())
-    if (s.name != "x" && !s.is_cache()) expected.emplace_back(s.name);
-  for (const ReplayStage& s : replay_stages()) table.emplace_back(s.name);
-  CHECK(table == expected);
-  for (const ReplayStage& s : replay_stages()) {
-    INFO(s.name);
-    CHECK((s.comparison == Comparison::index_set) == find_stage(s.name)->is_index());
-    CHECK((s.comparison == Comparison::dense_state) == (s.name.find("state_") != std::string_view::npos));
-    CHECK((s.comparison == Comparison::index_set) == !s.tie_scores.empty());
-    CHECK(find_replay_stage(s.name) == &s);
-  }
-  CHECK(find_replay_stage("x") == nullptr);
-  CHECK(find_replay_stage("cache/window_kv") == nullptr);
-}
-
 TEST_CASE("replaying the oracle's own capture is bitwise in both modes for prefill, chunked and decode calls") {
   // 13-token prefill, a 5-token chunk crossing the window (16) and a C4 block, decodes, a 2-token
   // chunk: the three index spaces, entries completed by every call kind.
@@ -96,14 +77,15 @@ TEST_CASE("replaying the oracle's own capture is bitwise in both modes for prefi
   }
 }
 
-TEST_CASE("records follow layers then calls then the stage table") {
+TEST_CASE("records follow layers then calls then the stage registry") {
   const Capture c = synth({4, 0}, {6, 1});
   const Report r = replay(c, ReplayMode::stage_local);
   std::vector<std::tuple<int, int, int>> order;
   for (const Record& rec : r.records) {
-    const auto* s = find_replay_stage(rec.stage);
+    const auto* s = dsv4::ref::find_stage(rec.stage);
     REQUIRE(s != nullptr);
-    order.emplace_back(rec.layer, rec.call, static_cast<int>(s - replay_stages().data()));
+    CHECK(s->is_compared());
+    order.emplace_back(rec.layer, rec.call, static_cast<int>(s->id));
   }
   CHECK(std::is_sorted(order.begin(), order.end()));
   CHECK(r.records.front().layer == 0);
@@ -372,8 +354,8 @@ TEST_CASE("the cuda backend runs or says why not") {
   try {
     const auto backend = make_backend("cuda", "official");
     CHECK(backend->name() == "cuda");
-    CHECK(backend->computes("compressor/entries"));
-    CHECK_FALSE(backend->computes("attn/core"));
+    CHECK(backend->computes(dsv4::ref::StageEntry::compress));
+    CHECK_FALSE(backend->computes(dsv4::ref::StageEntry::q_latent));
   } catch (const BackendUnavailable& e) {
     CHECK(std::string(e.what()).starts_with("cuda backend not built / no GPU"));
   }

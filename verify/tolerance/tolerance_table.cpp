@@ -8,7 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "verify/capture/stage_names.h"
+#include "reference/stage_registry.h"
 
 namespace dsv4::verify {
 
@@ -18,9 +18,9 @@ using nlohmann::json;
 
 // A stage a replay compares: a dataset of capture-format.md other than the input x and the
 // cache/... inputs of stage-local replay; nullptr for any other name.
-const StageName* compared_stage(std::string_view name) {
-  const StageName* s = find_stage(name);
-  return s && s->name != "x" && !s->is_cache() ? s : nullptr;
+const ref::StageDef* compared_stage(std::string_view name) {
+  const ref::StageDef* s = ref::find_stage(name);
+  return s && s->is_compared() ? s : nullptr;
 }
 
 [[noreturn]] void refuse(const std::string& source, const std::string& key, const std::string& problem) {
@@ -94,7 +94,7 @@ ToleranceTable ToleranceTable::parse(std::string_view json_text, const std::stri
   if (doc.contains("default")) table.default_ = parse_row(doc["default"], source, "default", false);
   for (const auto& [stage, row] : doc["stages"].items()) {
     const std::string key = "stages." + stage;
-    const StageName* compared = compared_stage(stage);
+    const ref::StageDef* compared = compared_stage(stage);
     if (!compared) refuse(source, key, "not a compared stage (a dataset of calls/<k>/ other than x and cache/...)");
     table.rows_.emplace(stage, parse_row(row, source, key, compared->is_index()));
   }
@@ -129,7 +129,7 @@ ToleranceTable ToleranceTable::for_precision(const std::string& precision, const
 }
 
 const Tolerance& ToleranceTable::at(std::string_view stage) const {
-  const StageName* compared = compared_stage(stage);
+  const ref::StageDef* compared = compared_stage(stage);
   if (!compared) throw std::invalid_argument("tolerance table " + source_ + ": '" + std::string(stage) + "' is not a compared stage");
   if (const auto row = rows_.find(stage); row != rows_.end()) return row->second;
   if (!compared->is_index() && default_) return *default_;

@@ -1,16 +1,16 @@
 #pragma once
-// The sizes one call implies (capture-format.md, dsv4-attention.md sections 4, 6-8): how many
+// The sizes one call implies (docs/capture-format.md, docs/math.md "index spaces"): how many
 // compressed entries exist before and after it, how wide its index lists are, and how many rows
-// the kv matrix its indices point into has. Every expected dataset shape is built from these.
+// the kv matrix its indices point into has. Every stage shape of the registry is built from these.
 #include <cstdint>
 
 #include "reference/config.h"
 #include "reference/stages/index_lists.h"
 
-namespace dsv4::verify {
+namespace dsv4::ref {
 
 struct CallGeometry {
-  const ref::ModelConfig* cfg = nullptr;
+  const ModelConfig* cfg = nullptr;
   int ratio = 0;          // the layer's compress ratio: 0, 4 or 128
   int64_t batch = 0;      // b
   int64_t seqlen = 0;     // s >= 1
@@ -18,7 +18,7 @@ struct CallGeometry {
 
   int64_t end_pos() const { return start_pos + seqlen; }
   // prefill (start_pos 0), decode (s 1), or the oracle's chunked continuation (otherwise).
-  ref::IndexSpace index_space() const { return ref::IndexSpace::for_call(start_pos, seqlen, cfg->window_size); }
+  IndexSpace index_space() const { return IndexSpace::for_call(start_pos, seqlen, cfg->window_size); }
   int coff() const { return ratio == 4 ? 2 : 1; }
 
   // Compressed entries of ratio r completed before / after the call, and by the call (n_new).
@@ -36,4 +36,4 @@ struct CallGeometry {
   int64_t kv_rows() const;
 };
 
-}  // namespace dsv4::verify
+}  // namespace dsv4::ref

@@ -1,8 +1,8 @@
-#include "verify/capture/call_geometry.h"
+#include "reference/call_geometry.h"
 
 #include <algorithm>
 
-namespace dsv4::verify {
+namespace dsv4::ref {
 
 int64_t CallGeometry::indexer_topk() const {
   return std::min<int64_t>(cfg->index_topk, indexer_visible());
@@ -24,4 +24,4 @@ int64_t CallGeometry::kv_rows() const {
   return index_space().rows(ratio == 0 ? 0 : entries_after(ratio));
 }
 
-}  // namespace dsv4::verify
+}  // namespace dsv4::ref

@@ -1,0 +1,108 @@
+// The oracle as a stage provider: each entry is the reference/ function of the same name, with the
+// layer's configuration, weights, policy and RoPE table; and the kv rows of a call's index space.
+#include "reference/stage_provider.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "reference/layer.h"
+#include "reference/stages/indexer.h"
+#include "reference/stages/output_projection.h"
+#include "reference/stages/projections.h"
+#include "reference/stages/sparse_mqa.h"
+#include "reference/stages/topk.h"
+
+namespace dsv4::ref {
+
+Mat AttentionKv::rows() const {
+  const int64_t W = space.window, s = space.seqlen;
+  const int64_t expected_length = space.kind == IndexSpace::Kind::decode ? space.start_pos + 1 : space.start_pos;
+  if (space.kind != IndexSpace::Kind::prefill && cache.length(seq) != expected_length)
+    throw std::logic_error("AttentionKv: the cache of sequence " + std::to_string(seq) + " holds positions [0, " +
+                           std::to_string(cache.length(seq)) + "), the call's index space needs [0, " +
+                           std::to_string(expected_length) + ")");
+  if (fresh.rows() != s)
+    throw std::invalid_argument("AttentionKv: " + std::to_string(fresh.rows()) + " fresh kv rows for a call of " +
+                                std::to_string(s) + " tokens");
+  Mat out(space.rows(n_entries), fresh.cols());
+  switch (space.kind) {
+    case IndexSpace::Kind::prefill:
+      out.topRows(s) = fresh;
+      break;
+    case IndexSpace::Kind::decode:
+      out.topRows(W) = cache.ring(seq, space.start_pos + 1);
+      break;
+    case IndexSpace::Kind::chunked:
+      out.topRows(W) = cache.ring(seq, space.start_pos);
+      out.middleRows(W, s) = fresh;
+      break;
+  }
+  if (n_entries > 0) out.bottomRows(n_entries) = cache.entries(seq, EntryKind::main, n_entries);
+  return out;
+}
+
+Mat StageProvider::q_latent(const AttentionLayer& l, const Mat& x) const {
+  return ref::q_latent(l.weights(), x, l.config(), l.policy());
+}
+
+Mat StageProvider::q_heads(const AttentionLayer& l, const Mat& q_latent, int64_t start_pos) const {
+  return ref::q_heads(l.weights(), q_latent, start_pos, l.rope(), l.config(), l.policy());
+}
+
+Mat StageProvider::window_kv(const AttentionLayer& l, const Mat& x, int64_t start_pos) const {
+  return ref::window_kv(l.weights(), x, start_pos, l.rope(), l.config(), l.policy());
+}
+
+CompressorOutput StageProvider::compress(const AttentionLayer& l, CompressorKind kind, const Mat& x, int64_t start_pos,
+                                         CompressorState& state) const {
+  const CompressorWeights& w = kind == CompressorKind::main ? l.weights().compressor : l.weights().indexer.compressor;
+  return ref::compress(w, kind, x, start_pos, state, l.rope(), l.config().norm_eps, l.policy());
+}
+
+Mat StageProvider::indexer_q(const AttentionLayer& l, const Mat& q_latent, int64_t start_pos) const {
+  return ref::indexer_q(l.weights().indexer, q_latent, start_pos, l.rope(), l.config(), l.policy());
+}
+
+Mat StageProvider::indexer_weights(const AttentionLayer& l, const Mat& x) const {
+  return ref::indexer_weights(l.weights().indexer, x, l.config(), l.policy());
+}
+
+Mat StageProvider::indexer_scores(const AttentionLayer& l, const Mat& q, const Mat& weights, const KvCache& cache,
+                                  int seq, int64_t start_pos) const {
+  const int ratio = l.compress_ratio();
+  const Mat keys = cache.entries(seq, EntryKind::indexer, (start_pos + q.rows()) / ratio);
+  return ref::indexer_scores(q, weights, keys, start_pos, ratio, l.policy());
+}
+
+IndexMat StageProvider::topk_indices(const AttentionLayer&, const Mat& scores, int k, int32_t offset) const {
+  return ref::topk_indices(scores, k, offset);
+}
+
+IndexMat StageProvider::attention_indices(const AttentionLayer& l, const IndexSpace& space,
+                                          const IndexMat& indexer_topk) const {
+  return ref::attention_indices(space, l.compress_ratio(), indexer_topk);
+}
+
+Mat StageProvider::sparse_mqa(const AttentionLayer& l, const Mat& q, const AttentionKv& kv,
+                              const IndexMat& indices) const {
+  return ref::sparse_mqa(q, kv.rows(), l.weights().attn_sink, indices, l.config().n_heads,
+                         std::pow(static_cast<double>(l.config().head_dim), -0.5), l.policy());
+}
+
+Mat StageProvider::inverse_rope_heads(const AttentionLayer& l, const Mat& core, int64_t start_pos) const {
+  return ref::inverse_rope_heads(core, start_pos, l.rope(), l.config(), l.policy());
+}
+
+Mat StageProvider::grouped_wo_a(const AttentionLayer& l, const Mat& out_heads) const {
+  return ref::grouped_wo_a(l.weights(), out_heads, l.config(), l.policy());
+}
+
+Mat StageProvider::wo_b(const AttentionLayer& l, const Mat& wo_a) const { return ref::wo_b(l.weights(), wo_a, l.policy()); }
+
+const StageProvider& oracle_stages() {
+  static const StageProvider oracle;
+  return oracle;
+}
+
+}  // namespace dsv4::ref
