@@ -67,6 +67,20 @@ CONFIG_ATTRS = [
     ("norm_eps", float), ("max_seq_len", int),
 ]
 
+# Every dataset of calls/<k>/ the recorder writes (docs/capture-format.md): the project's stage
+# registry lists the same names (`dsv4-verify stages`; ctest adapter_stage_list keeps them in step).
+CAPTURED_STAGES = (
+    "x", "q_latent", "q", "kv",
+    "compressor/entries", "compressor/state_kv", "compressor/state_score",
+    "indexer/q", "indexer/weights",
+    "indexer/compressor/entries", "indexer/compressor/state_kv", "indexer/compressor/state_score",
+    "indexer/scores", "indexer/topk", "topk_idxs",
+    "attn/core", "attn/out_heads", "attn/wo_a", "out",
+    "cache/window_kv", "cache/compressed_kv", "cache/indexer_kv",
+    "cache/compressor_state_kv", "cache/compressor_state_score",
+    "cache/indexer_compressor_state_kv", "cache/indexer_compressor_state_score",
+)
+
 DTYPE_NAMES = {torch.bfloat16: "bfloat16", torch.float32: "float32", torch.float8_e4m3fn: "float8_e4m3fn"}
 
 
@@ -442,6 +456,8 @@ def write_capture(path: str, args, layers, meta: dict, compress: bool) -> None:
                 cg.attrs["start_pos"] = np.int64(attrs["start_pos"])
                 cg.attrs["seqlen"] = np.int64(attrs["seqlen"])
                 for name, tensor in stages.items():
+                    if name not in CAPTURED_STAGES:
+                        raise KeyError(f"recorded dataset {name!r} is not in CAPTURED_STAGES")
                     write_dataset(cg, name, tensor, compress)
 
 

@@ -49,6 +49,12 @@ struct InspectArgs {
 CLI::App* add_inspect(CLI::App& app, InspectArgs& args);
 int run_inspect(const InspectArgs& args, Io io);
 
+struct StagesArgs {
+  bool json = false;
+};
+CLI::App* add_stages(CLI::App& app, StagesArgs& args);
+int run_stages(const StagesArgs& args, Io io);
+
 struct PrecisionReportArgs {
   std::string file;               // a capture, or
   std::string synth;              // a config name: synthetic inputs at its dims
