@@ -20,6 +20,7 @@
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_buffer.h"
+#include "cuda/common/numerics.cuh"
 #include "cuda/compressor/compressor_api.h"
 
 using namespace dsv4::cuda;
@@ -195,8 +196,8 @@ void BM_Decode(benchmark::State& state, Which which, Variant variant, bool all_c
     CUDA_CHECK_LAUNCH();
   }
   DeviceBuffer<uint16_t> entries(static_cast<size_t>(kDecodeBatch * d));
-  DeviceBuffer<float> pooled(static_cast<size_t>(kDecodeBatch * d));  // simple needs one; no scratch in a graph
-  float* pool_out = variant == Variant::simple ? pooled.get() : nullptr;
+  DeviceBuffer<float> pooled(static_cast<size_t>(kDecodeBatch * d));  // v1 needs one; no scratch in a graph
+  float* pool_out = variant == Variant::v1 ? pooled.get() : nullptr;
   cudaStream_t stream = nullptr;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   auto step = [&] {
@@ -249,15 +250,6 @@ void BM_Decode(benchmark::State& state, Which which, Variant variant, bool all_c
   state.counters["completing"] = completing;
 }
 
-const char* variant_name(Variant v) {
-  switch (v) {
-    case Variant::simple: return "simple";
-    case Variant::tuned_v2: return "v2";
-    case Variant::tuned: return "tuned";  // v3 for the C4 prefill
-  }
-  return "?";
-}
-
 // Fixed iteration counts keep one run short: a prefill iteration is one call, a decode iteration
 // 100 steps.
 void register_all() {
@@ -266,17 +258,18 @@ void register_all() {
     const char* name;
     Which which;
   };
-  const std::vector<Variant> c4_versions{Variant::simple, Variant::tuned_v2, Variant::tuned};
-  const std::vector<Variant> two_versions{Variant::simple, Variant::tuned};
+  const std::vector<Variant> c4_versions{Variant::v1, Variant::v2, Variant::v3};
+  const std::vector<Variant> two_versions{Variant::v1, Variant::v3};
   for (P p : {P{"C4Main_d512", kC4Main}, P{"C4Indexer_d128", kC4Indexer}, P{"C128_d512", kC128}})
     for (Variant v : p.which == kC128 ? two_versions : c4_versions) {
       const std::string name = std::string("Prefill/") + p.name + "/" + variant_name(v) + "/4x65536";
       benchmark::RegisterBenchmark(name.c_str(), BM_Prefill, p.which, v)
           ->UseManualTime()
-          ->Iterations(v == Variant::simple ? 5 : 30)
+          ->Iterations(v == Variant::v1 ? 5 : 30)
           ->Unit(benchmark::kMicrosecond);
     }
-  benchmark::RegisterBenchmark("Prefill/C128Online_d512/tuned/4x65536", BM_Prefill, kC128Online, Variant::tuned)
+  // Online C128 has one version (the entry points take none; the argument is unused).
+  benchmark::RegisterBenchmark("Prefill/C128Online_d512/4x65536", BM_Prefill, kC128Online, Variant::v3)
       ->UseManualTime()
       ->Iterations(30)
       ->Unit(benchmark::kMicrosecond);
@@ -285,13 +278,14 @@ void register_all() {
     for (Variant v : two_versions)
       for (bool all : {true, false})
         for (bool graph : {false, true}) {
-          if (p.which == kC128Online && v == Variant::simple) continue;
-          if (v == Variant::simple && graph) continue;
-          const std::string name = std::string("Decode/") + p.name + "/" + variant_name(v) +
+          if (p.which == kC128Online && v == Variant::v1) continue;  // one version, run as v3
+          if (v == Variant::v1 && graph) continue;
+          const std::string version = p.which == kC128Online ? "" : std::string("/") + variant_name(v);
+          const std::string name = std::string("Decode/") + p.name + version +
                                    (all ? "/all" : "/mixed") + (graph ? "/graph" : "/stream") + "/b128";
           benchmark::RegisterBenchmark(name.c_str(), BM_Decode, p.which, v, all, graph)
               ->UseManualTime()
-              ->Iterations(v == Variant::simple ? 2 : 20)
+              ->Iterations(v == Variant::v1 ? 2 : 20)
               ->Unit(benchmark::kMicrosecond);
         }
 }

@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# One device call: build with the project's CMake, run the GPU tests, compute-sanitizer memcheck and
-# racecheck on a small case, the C++ benchmark and the PyTorch eager / torch.compile script. Logs go
-# to $OUT (at most 8 files come back): env.txt build.log tests.log sanitizer.log bench.txt bench.json
-# torch.txt ncu.txt. The last lines printed are a short summary.
+# One device call: configure and build every GPU target (CMake target dsv4-gpu), then run the ctest
+# labels of the steps asked for. Kernel families register their GPU tests, sanitizer runs,
+# benchmarks, PyTorch scripts and ncu runs in cuda/CMakeLists.txt (dsv4_gpu_test, dsv4_gpu_bench,
+# dsv4_torch_bench); this script names no binary and no kernel.
 #
-#   COMMIT=<sha> OUT=<dir> bash cuda/run_on_h200.sh [steps...]
-#   (steps: build test sanitize bench torch ncu; default all)
+#   OUT=<dir> COMMIT=<sha> bash cuda/run_on_h200.sh [steps...]     (default: every step)
+#     build     configure (the full project; if that fails, DSV4_CUDA_ONLY=ON from .deps, see
+#               cuda/stage_deps.sh) and build target dsv4-gpu               -> build.log
+#     test      ctest labels gpu and cuda-host                               -> tests.log
+#     sanitize  ctest label gpu-sanitize (memcheck, racecheck, initcheck)    -> sanitizer.log
+#     bench     ctest label gpu-bench (Google Benchmark suites)              -> bench.txt, bench.json
+#     torch     ctest label gpu-torch (PyTorch alternatives)                 -> torch.txt, bench.json
+#     ncu       ctest label gpu-ncu (Nsight Compute on the main kernels)     -> ncu.txt
+#   FAMILY=<regex>   run only the ctest tests whose names match (e.g. FAMILY='indexer|topk')
+#   STEP_TIMEOUT=<s> wall-clock limit of each step's ctest run (default 540)
 #
-# If the project's CMake configure fails on that machine (a dependency missing), the script builds
-# the same targets by hand from .deps/ (headers and libbenchmark carried from the build machine:
-# cuda/stage_deps.sh makes it).
+# At most 8 files come back from a device call: env.txt plus the logs above (bench.json merges
+# every suite's JSON under build/h200/bench-results). The last lines printed are a summary.
 set -uo pipefail
 ROOT=$(pwd)
 OUT=${OUT:-$ROOT/out}
@@ -17,107 +24,97 @@ mkdir -p "$OUT"
 STEPS=${*:-build test sanitize bench torch ncu}
 BUILD=$ROOT/build/h200
 JOBS=$(nproc)
+STEP_TIMEOUT=${STEP_TIMEOUT:-540}
+FILTER=()
+[[ -n ${FAMILY:-} ]] && FILTER=(-R "$FAMILY")
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 summary=()
 
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo "commit: ${COMMIT:-unknown}"
+  echo "commit: ${COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
   nvcc --version | tail -2
   cmake --version | head -1
   g++ --version | head -1
+  command -v compute-sanitizer ncu
   python3 -c 'import torch; print("torch", torch.__version__)'
 } > "$OUT/env.txt" 2>&1
 
-TEST_BIN=$BUILD/cuda/test_cuda_compressor
-HOST_BIN=$BUILD/cuda/test_cuda_host
-BENCH_BIN=$BUILD/cuda/dsv4-cuda-compressor-bench
-
-manual_build() {  # the same targets without CMake, from carried headers (.deps)
-  local D=$ROOT/.deps M=$BUILD/manual
-  mkdir -p "$M/obj"
-  local CXXF="-O3 -std=c++20 -march=x86-64-v3 -ffp-contract=off -fopenmp -DEIGEN_DONT_PARALLELIZE -I$ROOT -I$D/include"
-  local NVF="-O3 -std=c++17 --generate-code=arch=compute_90,code=[compute_90,sm_90] -fmad=false -Xcompiler=-ffp-contract=off -I$ROOT -I$D/include"
-  local srcs=$(ls reference/*.cpp reference/numerics/*.cpp reference/primitives/*.cpp reference/stages/*.cpp \
-               cuda/compressor/*.cpp)
-  printf '%s\n' $srcs | xargs -P "$JOBS" -I{} sh -c "g++ $CXXF -c {} -o $M/obj/\$(echo {} | tr / _).o" || return 1
-  printf '%s\n' cuda/compressor/*.cu | xargs -P "$JOBS" -I{} sh -c "nvcc $NVF -c {} -o $M/obj/\$(echo {} | tr / _).o" || return 1
-  local LIBS="-L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread -fopenmp"
-  g++ $CXXF cuda/tests/test_cuda_compressor.cpp cuda/tests/gpu_test_main.cpp $M/obj/*.o $LIBS -o "$M/test_cuda_compressor" || return 1
-  g++ $CXXF cuda/tests/test_cuda_host.cpp reference/tests/doctest_main.cpp $M/obj/*.o $LIBS -o "$M/test_cuda_host" || return 1
-  nvcc $NVF bench/cuda_compressor_bench.cu $M/obj/*.o -Xcompiler=-fopenmp -L$D/lib -lbenchmark -lpthread -o "$M/dsv4-cuda-compressor-bench" || true
-  TEST_BIN=$M/test_cuda_compressor HOST_BIN=$M/test_cuda_host BENCH_BIN=$M/dsv4-cuda-compressor-bench
-  export LD_LIBRARY_PATH=$D/lib:${LD_LIBRARY_PATH:-}
+# ctest over the tests carrying one label; its verbose output goes to a log.
+run_label() {  # <label regex> <log>
+  timeout "$STEP_TIMEOUT" ctest --test-dir "$BUILD" -L "$1" "${FILTER[@]}" -V --timeout "$STEP_TIMEOUT" > "$2" 2>&1
+}
+ctest_counts() {  # <log>: ctest's own tally line and the number of skipped tests (no GPU, exit 77)
+  echo "$(grep -E "tests passed|tests failed|No tests were found" "$1" | tail -1), $(grep -c '(Skipped)' "$1") skipped"
+}
+merge_bench_json() {  # every suite's JSON, one object keyed by suite name
+  python3 - "$BUILD/bench-results" "$OUT/bench.json" <<'PY'
+import json, pathlib, sys
+out = {}
+for p in sorted(pathlib.Path(sys.argv[1]).glob("*.json")):
+    try:
+        out[p.stem] = json.loads(p.read_text())
+    except ValueError as e:
+        out[p.stem] = {"error": f"unreadable JSON: {e}"}
+pathlib.Path(sys.argv[2]).write_text(json.dumps(out, indent=1))
+PY
 }
 
-USE_CTEST=1
 if has build; then
   t0=$SECONDS
   {
-    if cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDSV4_BUILD_BENCH=ON -DDSV4_BUILD_CUDA=ON; then
-      cmake --build "$BUILD" -j "$JOBS" --target test_cuda_compressor test_cuda_host dsv4-cuda-compressor-bench
-    else
-      echo "=== project configure failed: manual build from .deps ==="
-      USE_CTEST=0
-      manual_build
+    mode=full
+    if ! cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDSV4_BUILD_BENCH=ON -DDSV4_BUILD_CUDA=ON; then
+      echo "=== the full configure failed: configuring the CUDA-only build from .deps (cuda/stage_deps.sh) ==="
+      mode=cuda-only
+      rm -rf "$BUILD"
+      cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDSV4_BUILD_BENCH=ON -DDSV4_BUILD_CUDA=ON \
+        -DDSV4_CUDA_ONLY=ON -DCMAKE_PREFIX_PATH="$ROOT/.deps" || echo "=== the CUDA-only configure failed too ==="
     fi
+    targets=(dsv4-gpu)
+    [[ $mode == full ]] && targets+=(dsv4-verify)
+    cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}"
   } > "$OUT/build.log" 2>&1
   rc=$?
-  summary+=("build rc=$rc ($((SECONDS - t0)) s, ctest=$USE_CTEST)")
+  summary+=("build rc=$rc ($((SECONDS - t0)) s, $(grep -c 'Building' "$OUT/build.log") objects)")
   tail -25 "$OUT/build.log"
 fi
-[[ -f $BUILD/manual/test_cuda_compressor ]] && { USE_CTEST=0; TEST_BIN=$BUILD/manual/test_cuda_compressor;
-  HOST_BIN=$BUILD/manual/test_cuda_host; BENCH_BIN=$BUILD/manual/dsv4-cuda-compressor-bench;
-  export LD_LIBRARY_PATH=$ROOT/.deps/lib:${LD_LIBRARY_PATH:-}; }
 
 if has test; then
   t0=$SECONDS
-  if [[ $USE_CTEST == 1 ]]; then
-    timeout 300 ctest --test-dir "$BUILD" -L "gpu|cuda-host" -V --timeout 280 > "$OUT/tests.log" 2>&1
-  else
-    { timeout 280 "$TEST_BIN"; timeout 30 "$HOST_BIN"; } > "$OUT/tests.log" 2>&1
-  fi
-  rc=$?
-  summary+=("tests rc=$rc ($((SECONDS - t0)) s): $(grep -E 'tests passed|test cases:' "$OUT/tests.log" | tr '\n' ' ')")
+  run_label '^(gpu|cuda-host)$' "$OUT/tests.log"
+  summary+=("tests rc=$? ($((SECONDS - t0)) s): $(ctest_counts "$OUT/tests.log")")
+  grep -E "\*\*\*Failed|Timeout|reproduces this case" "$OUT/tests.log" | head -20
 fi
 
 if has sanitize; then
   t0=$SECONDS
-  {
-    for tool in memcheck racecheck; do
-      echo "=== compute-sanitizer --tool $tool ==="
-      timeout 170 compute-sanitizer --tool "$tool" --error-exitcode 9 "$TEST_BIN" \
-        --test-case="extend from mid-block*,bad arguments*"
-      echo "exit code: $?"
-    done
-  } > "$OUT/sanitizer.log" 2>&1
-  summary+=("sanitize ($((SECONDS - t0)) s): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|exit code' "$OUT/sanitizer.log" | tr '\n' ' ')")
+  run_label '^gpu-sanitize$' "$OUT/sanitizer.log"
+  summary+=("sanitize rc=$? ($((SECONDS - t0)) s): $(ctest_counts "$OUT/sanitizer.log"); $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitizer.log" | sort | uniq -c | tr '\n' ' ')")
 fi
 
 if has bench; then
   t0=$SECONDS
-  timeout 180 "$BENCH_BIN" --benchmark_out="$OUT/bench.json" --benchmark_out_format=json > "$OUT/bench.txt" 2>&1
-  rc=$?
-  summary+=("bench rc=$rc ($((SECONDS - t0)) s)")
-  grep -E "CopyD2D|Prefill|Decode" "$OUT/bench.txt" | sed -E 's/ +/ /g; s/manual_time //' | cut -c1-150 | head -40
+  run_label '^gpu-bench$' "$OUT/bench.txt"
+  summary+=("bench rc=$? ($((SECONDS - t0)) s): $(ctest_counts "$OUT/bench.txt")")
+  merge_bench_json
+  grep -E "^[0-9]+: [A-Za-z]+/" "$OUT/bench.txt" | sed -E 's/^[0-9]+: //; s/ +/ /g; s/manual_time //' | cut -c1-150 | head -60
 fi
 
 if has torch; then
   t0=$SECONDS
-  PYTHONUNBUFFERED=1 timeout 240 python3 bench/torch_compressor_bench.py > "$OUT/torch.txt" 2>&1
-  rc=$?
-  summary+=("torch rc=$rc ($((SECONDS - t0)) s)")
-  tail -8 "$OUT/torch.txt"
+  run_label '^gpu-torch$' "$OUT/torch.txt"
+  summary+=("torch rc=$? ($((SECONDS - t0)) s): $(ctest_counts "$OUT/torch.txt")")
+  merge_bench_json
+  grep -vE "^(UpdateCTestConfiguration|Test project|Constructing|Checking|Updating|Test command|Environment|Parse|Added|Start|test )" "$OUT/torch.txt" | tail -20
 fi
 
-if has ncu; then  # hardware counters of the second launch of each tuned prefill kernel
+if has ncu; then
   t0=$SECONDS
-  timeout 150 ncu --clock-control none --kernel-id "::regex:c4_prefill_v4|c128_prefill_tuned|online_prefill_kernel:2" \
-    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,lts__t_bytes.sum \
-    "$BENCH_BIN" --benchmark_filter='Prefill/(C4Main_d512/tuned|C128_d512/tuned|C128Online)' > "$OUT/ncu.txt" 2>&1
-  summary+=("ncu rc=$? ($((SECONDS - t0)) s)")
-  grep -E "c4_prefill|c128_prefill|online_prefill|duration|dram__bytes|pct|inst_executed|lts__t" "$OUT/ncu.txt" | cut -c1-150 | head -40
+  run_label '^gpu-ncu$' "$OUT/ncu.txt"
+  summary+=("ncu rc=$? ($((SECONDS - t0)) s): $(ctest_counts "$OUT/ncu.txt")")
+  grep -E "^[0-9]+:   [a-z_]+.*\(|duration|dram__bytes|pct|inst_executed|lts__t" "$OUT/ncu.txt" | cut -c1-160 | head -60
 fi
 
 printf '%s\n' "${summary[@]}"

@@ -1,7 +1,7 @@
-// Ratio-128 (HCA) compressor with DeepSeek's stored state: tuned prefill and decode kernels and the
-// entry points.
+// Ratio-128 (HCA) compressor with DeepSeek's stored state: the v3 prefill and decode kernels and
+// the entry points.
 //
-// Tuned: a 512-thread block = 4 slabs of 128 threads. Every slab holds the same 512/d entries with
+// v3: a 512-thread block = 4 slabs of 128 threads. Every slab holds the same 512/d entries with
 // the entry-slab layout of postprocess_fused.cuh (4 channels a thread) and pools a quarter of the
 // 128 rows (slab g: rows 32g .. 32g+31) in 8 chunks of 4 rows with a running max (16-byte loads,
 // 12 in flight a thread; at most 64 registers so that two blocks share an SM and one block's merge
@@ -10,12 +10,14 @@
 #include <cmath>
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/launch_checks.h"
 #include "cuda/compressor/compressor_api.h"
-#include "cuda/compressor/launch_checks.h"
+#include "cuda/compressor/kernel_args.h"
+#include "cuda/compressor/param_checks.h"
 #include "cuda/compressor/pooling.cuh"
 #include "cuda/compressor/postprocess_fused.cuh"
-#include "cuda/compressor/row_source.cuh"
-#include "cuda/compressor/simple_kernels.h"
+#include "cuda/compressor/rows.cuh"
+#include "cuda/compressor/v1_kernels.h"
 
 namespace dsv4::cuda {
 namespace {
@@ -60,148 +62,119 @@ __device__ inline void merge_slabs(const RunningPool& rp, MergeSmem& sm, float (
   }
 }
 
+// Pools this slab's kRowsPerSlab rows in chunks of kChunk rows with the running softmax;
+// load_chunk(first, wkv, ws) gives the kChunk rows from slab row `first` on (logits gated).
+template <class LoadChunk>
+__device__ inline void pool_slab_rows(RunningPool& rp, LoadChunk load_chunk) {
+#pragma unroll 1
+  for (int k = 0; k < kRowsPerSlab / kChunk; ++k) {
+    float4 wkv[kChunk], ws[kChunk];
+    load_chunk(k * kChunk, wkv, ws);
+    rp.add_chunk<kChunk>(wkv, ws);
+  }
+}
+
 template <int D, Kind K>
-__global__ void __launch_bounds__(kThreads, 2) c128_prefill_tuned(const EntryDesc* __restrict__ items, int64_t n_items,
-                                                               const float* __restrict__ kv,
-                                                               const float* __restrict__ score,
-                                                               const float* __restrict__ ape,
-                                                               const float* __restrict__ state_kv,
-                                                               const float* __restrict__ state_score,
-                                                               const float* __restrict__ norm, double eps,
-                                                               const float* __restrict__ rope,
-                                                               uint16_t* __restrict__ entries,
-                                                               float* __restrict__ pooled) {
-  constexpr int kPerBlock = kSlab / (D / 4);
+__global__ void __launch_bounds__(kThreads, 2) c128_prefill_v3(const CompressorArgs a) {
   __shared__ MergeSmem sm;
   const int g = threadIdx.x / kSlab;
-  const int64_t item = static_cast<int64_t>(blockIdx.x) * kPerBlock + (threadIdx.x % kSlab) / (D / 4);
-  const int c = 4 * (threadIdx.x % (D / 4));
+  const int64_t item = slab_row<D, kSlab>();
+  const int c = slab_channel<D>();
   RunningPool rp;
   int64_t j = 0;
-  if (item < n_items) {
-    const EntryDesc e = items[item];
+  if (item < a.n_items) {
+    const EntryDesc e = a.items[item];
     const ChunkDesc ch = e.chunk;
     j = e.entry;
-    const float* skv = state_kv + ch.state_index * (128LL * D);
-    const float* sscore = state_score + ch.state_index * (128LL * D);
     if (128 * j >= ch.start_pos) {  // the whole block is this call's input: consecutive rows
       const int64_t row0 = ch.first_row + (128 * j - ch.start_pos) + g * kRowsPerSlab;
-      const float* kv0 = kv + row0 * D + c;
-      const float* sc0 = score + row0 * D + c;
-      const float* ape0 = ape + g * kRowsPerSlab * D + c;
-#pragma unroll 1
-      for (int k = 0; k < kRowsPerSlab / kChunk; ++k) {
-        float4 wkv[kChunk], ws[kChunk];
+      const float* kv0 = a.kv + row0 * D + c;
+      const float* sc0 = a.score + row0 * D + c;
+      const float* ape0 = a.ape + g * kRowsPerSlab * D + c;
+      pool_slab_rows(rp, [&](int first, float4 (&wkv)[kChunk], float4 (&ws)[kChunk]) {
 #pragma unroll
         for (int i = 0; i < kChunk; ++i) {
-          wkv[i] = load4_stream(kv0 + (k * kChunk + i) * D);
-          ws[i] = load4_stream(sc0 + (k * kChunk + i) * D);
+          wkv[i] = load4_stream(kv0 + (first + i) * D);
+          ws[i] = load4_stream(sc0 + (first + i) * D);
         }
 #pragma unroll
-        for (int i = 0; i < kChunk; ++i) ws[i] = add4(ws[i], load4(ape0 + (k * kChunk + i) * D));
-        rp.add_chunk<kChunk>(wkv, ws);
-      }
+        for (int i = 0; i < kChunk; ++i) ws[i] = add4(ws[i], load4(ape0 + (first + i) * D));
+      });
     } else {
-#pragma unroll 1
-      for (int k = 0; k < kRowsPerSlab / kChunk; ++k) {
-        float4 wkv[kChunk], ws[kChunk], wape[kChunk];
+      const float* skv = sequence_state<const float>(a.state_kv, ch.state_index, 128LL * D);
+      const float* sscore = sequence_state<const float>(a.state_score, ch.state_index, 128LL * D);
+      pool_slab_rows(rp, [&](int first, float4 (&wkv)[kChunk], float4 (&ws)[kChunk]) {
+        float4 wape[kChunk];
         bool gate[kChunk];
 #pragma unroll
         for (int i = 0; i < kChunk; ++i) {
-          const int slot = g * kRowsPerSlab + k * kChunk + i;
-          const RowRef row = token_row(ch, 128, 128 * j + slot, kv, score, skv, sscore, D);
+          const int slot = g * kRowsPerSlab + first + i;
+          const RowRef row = token_row(ch, 128, 128 * j + slot, a.kv, a.score, skv, sscore, D);
           gate[i] = row.from_input;
           wkv[i] = load4(row.kv + c);
           ws[i] = load4(row.score + c);
-          wape[i] = load4(ape + slot * D + c);
+          wape[i] = load4(a.ape + slot * D + c);
         }
 #pragma unroll
         for (int i = 0; i < kChunk; ++i)
           if (gate[i]) ws[i] = add4(ws[i], wape[i]);
-        rp.add_chunk<kChunk>(wkv, ws);
-      }
+      });
     }
   }
   float p[4] = {0, 0, 0, 0};
   merge_slabs(rp, sm, p);
-  const bool writes = g == 0 && item < n_items;
-  if (writes && pooled != nullptr) store4(pooled + item * D + c, make_float4(p[0], p[1], p[2], p[3]));
-  postprocess_fused<D, K>(p, j, norm, eps, rope, writes ? entries + item * D : nullptr, sm.sums);
+  const bool writes = g == 0 && item < a.n_items;
+  if (writes && a.pooled != nullptr) store4(a.pooled + item * D + c, make_float4(p[0], p[1], p[2], p[3]));
+  postprocess_fused<D, K>(p, j, a.norm, a.eps, a.rope, writes ? a.entries + item * D : nullptr, sm.sums);
 }
 
-// One decode token per sequence: the slab that pools its row writes it (row t mod 128, thread's
-// own columns), so no thread reads what another writes; on the block's last token all slabs pool
-// the state rows exactly as the prefill pools them.
+// v3 decode, one token per sequence: the slab that pools its row writes it (row t mod 128, the
+// thread's own columns), so no thread reads what another writes; on the block's last token all
+// slabs pool the state rows exactly as the prefill pools them.
 template <int D, Kind K>
-__global__ void __launch_bounds__(kThreads, 2) c128_decode_tuned(int batch, const int64_t* __restrict__ positions,
-                                                              const int32_t* __restrict__ state_index,
-                                                              const float* __restrict__ kv,
-                                                              const float* __restrict__ score,
-                                                              const float* __restrict__ ape, float* state_kv,
-                                                              float* state_score, const float* __restrict__ norm,
-                                                              double eps, const float* __restrict__ rope,
-                                                              uint16_t* __restrict__ entries,
-                                                              float* __restrict__ pooled) {
-  constexpr int kPerBlock = kSlab / (D / 4);
+__global__ void __launch_bounds__(kThreads, 2) c128_decode_v3(const CompressorArgs a) {
   __shared__ MergeSmem sm;
   const int g = threadIdx.x / kSlab;
-  const int b = blockIdx.x * kPerBlock + (threadIdx.x % kSlab) / (D / 4);
-  const int c = 4 * (threadIdx.x % (D / 4));
+  const int64_t b = slab_row<D, kSlab>();
+  const int c = slab_channel<D>();
   RunningPool rp;
   int64_t pos = 0;
   bool emits = false;
-  if (b < batch) {
-    pos = positions[b];
+  if (b < a.batch) {
+    pos = a.positions[b];
     const int slot = static_cast<int>(pos % 128);
-    float* skv = state_kv + state_index[b] * (128LL * D);
-    float* sscore = state_score + state_index[b] * (128LL * D);
-    if (slot / kRowsPerSlab == g) {
-      store4(skv + slot * D + c, load4(kv + static_cast<int64_t>(b) * D + c));
-      store4(sscore + slot * D + c, add4(load4(score + static_cast<int64_t>(b) * D + c), load4(ape + slot * D + c)));
-    }
+    float* skv = sequence_state(a.state_kv, a.state_index[b], 128LL * D);
+    float* sscore = sequence_state(a.state_score, a.state_index[b], 128LL * D);
+    if (slot / kRowsPerSlab == g) write_token_row(a, skv, sscore, b, slot, slot, c, D);
     emits = slot == 127;
-    if (emits) {
-#pragma unroll 1
-      for (int k = 0; k < kRowsPerSlab / kChunk; ++k) {
-        float4 wkv[kChunk], ws[kChunk];
+    if (emits)
+      pool_slab_rows(rp, [&](int first, float4 (&wkv)[kChunk], float4 (&ws)[kChunk]) {
 #pragma unroll
         for (int i = 0; i < kChunk; ++i) {
-          const int row = g * kRowsPerSlab + k * kChunk + i;
-          wkv[i] = *reinterpret_cast<const float4*>(skv + row * D + c);
-          ws[i] = *reinterpret_cast<const float4*>(sscore + row * D + c);
+          const int row = g * kRowsPerSlab + first + i;
+          wkv[i] = load4_plain(skv + row * D + c);
+          ws[i] = load4_plain(sscore + row * D + c);
         }
-        rp.add_chunk<kChunk>(wkv, ws);
-      }
-    }
+      });
   }
   float p[4] = {0, 0, 0, 0};
   merge_slabs(rp, sm, p);
   const bool writes = g == 0 && emits;
-  if (writes && pooled != nullptr) store4(pooled + static_cast<int64_t>(b) * D + c, make_float4(p[0], p[1], p[2], p[3]));
-  postprocess_fused<D, K>(p, pos / 128, norm, eps, rope, writes ? entries + static_cast<int64_t>(b) * D : nullptr,
-                          sm.sums);
+  if (writes && a.pooled != nullptr) store4(a.pooled + b * D + c, make_float4(p[0], p[1], p[2], p[3]));
+  postprocess_fused<D, K>(p, pos / 128, a.norm, a.eps, a.rope, writes ? a.entries + b * D : nullptr, sm.sums);
 }
 
 template <int D>
-void launch_prefill(const CompressorParams& p, const BatchPlan& plan, const float* kv, const float* score,
-                    const float* state_kv, const float* state_score, uint16_t* entries, float* pooled,
-                    cudaStream_t stream) {
-  constexpr int kPerBlock = kSlab / (D / 4);
-  const int64_t blocks = (plan.n_entries() + kPerBlock - 1) / kPerBlock;
-  c128_prefill_tuned<D, Kind::main><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      plan.device_items(), plan.n_entries(), kv, score, p.ape, state_kv, state_score, p.norm,
-      p.norm_eps, p.rope, entries, pooled);
+void launch_prefill(const CompressorArgs& a, cudaStream_t stream) {
+  const unsigned blocks = detail::grid_blocks(a.n_items, kSlab / (D / 4), "c128_prefill");
+  c128_prefill_v3<D, Kind::main><<<blocks, kThreads, 0, stream>>>(a);
   CUDA_CHECK_LAUNCH();
 }
 
 template <int D>
-void launch_decode(const CompressorParams& p, const DecodePlan& plan, const float* kv, const float* score,
-                   float* state_kv, float* state_score, uint16_t* entries, float* pooled, cudaStream_t stream) {
-  constexpr int kPerBlock = kSlab / (D / 4);
-  const int blocks = (plan.batch() + kPerBlock - 1) / kPerBlock;
-  c128_decode_tuned<D, Kind::main><<<blocks, kThreads, 0, stream>>>(
-      plan.batch(), plan.device_positions(), plan.device_state_index(), kv, score, p.ape, state_kv, state_score,
-      p.norm, p.norm_eps, p.rope, entries, pooled);
+void launch_decode(const CompressorArgs& a, cudaStream_t stream) {
+  const unsigned blocks = detail::grid_blocks(a.batch, kSlab / (D / 4), "c128_decode");
+  c128_decode_v3<D, Kind::main><<<blocks, kThreads, 0, stream>>>(a);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -216,19 +189,21 @@ void c128_prefill(const CompressorParams& p, const BatchPlan& plan, const float*
                   cudaStream_t stream) {
   detail::check_params(p, 128, plan.ratio(), plan.max_entry(), "c128_prefill");
   require_main(p, "c128_prefill");
+  detail::require_variant(v != Variant::v2, v, "c128_prefill", "v1, v3");
+  CompressorArgs a = prefill_args(p, plan, kv, score, state_kv, state_score, entries, pooled);
   if (plan.n_entries() > 0) {
-    if (v == Variant::simple) {
+    if (v == Variant::v1) {
       detail::ScratchFloats scratch(pooled ? 0 : plan.n_entries() * p.head_dim, stream);
-      float* pool_out = pooled ? pooled : scratch.get();
-      detail::simple_pool_prefill(p, plan, kv, score, state_kv, state_score, pool_out, stream);
-      detail::simple_postprocess(p, plan, pool_out, entries, stream);
+      a.pooled = pooled ? pooled : scratch.get();
+      detail::v1_pool_prefill(p, a, stream);
+      detail::v1_postprocess_prefill(p, a, stream);
     } else if (p.head_dim == 512) {
-      launch_prefill<512>(p, plan, kv, score, state_kv, state_score, entries, pooled, stream);
+      launch_prefill<512>(a, stream);
     } else {
-      launch_prefill<128>(p, plan, kv, score, state_kv, state_score, entries, pooled, stream);
+      launch_prefill<128>(a, stream);
     }
   }
-  detail::state_write_pass(p, plan, kv, score, state_kv, state_score, stream);
+  detail::state_write_pass(p, a, stream);
 }
 
 void c128_decode(const CompressorParams& p, const DecodePlan& plan, const float* kv, const float* score,
@@ -236,16 +211,18 @@ void c128_decode(const CompressorParams& p, const DecodePlan& plan, const float*
                  cudaStream_t stream) {
   detail::check_params(p, 128, plan.ratio(), plan.max_entry(), "c128_decode");
   require_main(p, "c128_decode");
+  detail::require_variant(v != Variant::v2, v, "c128_decode", "v1, v3");
   if (plan.batch() == 0) return;
-  if (v == Variant::simple) {
+  CompressorArgs a = decode_args(p, plan, kv, score, state_kv, state_score, entries, pooled);
+  if (v == Variant::v1) {
     detail::ScratchFloats scratch(pooled ? 0 : static_cast<size_t>(plan.batch()) * p.head_dim, stream);
-    float* pool_out = pooled ? pooled : scratch.get();
-    detail::simple_decode_pool(p, plan, kv, score, state_kv, state_score, pool_out, stream);
-    detail::simple_postprocess(p, plan, pool_out, entries, stream);
+    a.pooled = pooled ? pooled : scratch.get();
+    detail::v1_decode_pool(p, a, stream);
+    detail::v1_postprocess_decode(p, a, stream);
   } else if (p.head_dim == 512) {
-    launch_decode<512>(p, plan, kv, score, state_kv, state_score, entries, pooled, stream);
+    launch_decode<512>(a, stream);
   } else {
-    launch_decode<128>(p, plan, kv, score, state_kv, state_score, entries, pooled, stream);
+    launch_decode<128>(a, stream);
   }
 }
 

@@ -14,10 +14,13 @@
 #include <cmath>
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/launch_checks.h"
 #include "cuda/compressor/compressor_api.h"
-#include "cuda/compressor/launch_checks.h"
+#include "cuda/compressor/kernel_args.h"
+#include "cuda/compressor/param_checks.h"
 #include "cuda/compressor/pooling.cuh"
 #include "cuda/compressor/postprocess_fused.cuh"
+#include "cuda/compressor/rows.cuh"
 
 namespace dsv4::cuda {
 namespace {
@@ -70,117 +73,89 @@ __device__ inline void walk(Online4& s, const ChunkDesc& ch, int64_t t0, int64_t
 }
 
 template <int D>
-__global__ void __launch_bounds__(kThreads, 8) online_prefill_kernel(const EntryDesc* __restrict__ items,
-                                                                  int64_t n_items, const float* __restrict__ kv,
-                                                                  const float* __restrict__ score,
-                                                                  const float* __restrict__ ape,
-                                                                  const float* __restrict__ state,
-                                                                  const float* __restrict__ norm, double eps,
-                                                                  const float* __restrict__ rope,
-                                                                  uint16_t* __restrict__ entries,
-                                                                  float* __restrict__ pooled) {
-  constexpr int kPerBlock = kThreads / (D / 4);
+__global__ void __launch_bounds__(kThreads, 8) c128_online_prefill_pass(const CompressorArgs a) {
   __shared__ double smem[kThreads / 32];
-  const int64_t item = static_cast<int64_t>(blockIdx.x) * kPerBlock + threadIdx.x / (D / 4);
-  const int c = 4 * (threadIdx.x % (D / 4));
+  const int64_t item = slab_row<D, kThreads>();
+  const int c = slab_channel<D>();
   float p[4] = {0, 0, 0, 0};
   int64_t j = 0;
-  if (item < n_items) {
-    const EntryDesc e = items[item];
+  if (item < a.n_items) {
+    const EntryDesc e = a.items[item];
     const ChunkDesc ch = e.chunk;
     j = e.entry;
     const int64_t block_start = 128 * j;
     Online4 s{};
-    if (block_start < ch.start_pos) s = load_state(state + ch.state_index * (3LL * D), D, c);
-    walk<D>(s, ch, block_start > ch.start_pos ? block_start : ch.start_pos, block_start + 128, kv, score, ape, c);
+    if (block_start < ch.start_pos) s = load_state(sequence_state<const float>(a.state_kv, ch.state_index, 3LL * D), D, c);
+    walk<D>(s, ch, block_start > ch.start_pos ? block_start : ch.start_pos, block_start + 128, a.kv, a.score, a.ape, c);
 #pragma unroll
     for (int k = 0; k < 4; ++k) p[k] = s.mean[k];
-    if (pooled != nullptr) store4(pooled + item * D + c, make_float4(p[0], p[1], p[2], p[3]));
+    if (a.pooled != nullptr) store4(a.pooled + item * D + c, make_float4(p[0], p[1], p[2], p[3]));
   }
-  postprocess_fused<D, Kind::main>(p, j, norm, eps, rope, item < n_items ? entries + item * D : nullptr, smem);
+  postprocess_fused<D, Kind::main>(p, j, a.norm, a.eps, a.rope, item < a.n_items ? a.entries + item * D : nullptr,
+                                   smem);
 }
 
 // One thread per (chunk, 4 channels): replays the block holding the call's last token.
 template <int D>
-__global__ void online_write_kernel(const ChunkDesc* __restrict__ chunks, int n_chunks, const float* __restrict__ kv,
-                                    const float* __restrict__ score, const float* __restrict__ ape, float* state) {
+__global__ void c128_online_write_pass(const CompressorArgs a) {
   const int chunk = blockIdx.y;
   const int c = 4 * (blockIdx.x * blockDim.x + threadIdx.x);
-  if (chunk >= n_chunks || c >= D) return;
-  const ChunkDesc ch = chunks[chunk];
+  if (chunk >= a.n_chunks || c >= D) return;
+  const ChunkDesc ch = a.chunks[chunk];
   if (ch.length == 0) return;
   const int64_t end = ch.start_pos + ch.length;
   const int64_t block_start = (end - 1) / 128 * 128;
-  float* st = state + ch.state_index * (3LL * D);
+  float* st = sequence_state(a.state_kv, ch.state_index, 3LL * D);
   Online4 s{};
   if (block_start < ch.start_pos) s = load_state(st, D, c);
-  walk<D>(s, ch, block_start > ch.start_pos ? block_start : ch.start_pos, end, kv, score, ape, c);
+  walk<D>(s, ch, block_start > ch.start_pos ? block_start : ch.start_pos, end, a.kv, a.score, a.ape, c);
   store_state(st, D, c, s);
 }
 
 // One decode token per sequence: one step, the state written back, and on the block's last token
 // the running mean is the pooled entry.
 template <int D>
-__global__ void __launch_bounds__(kThreads) online_decode_kernel(int batch, const int64_t* __restrict__ positions,
-                                                                 const int32_t* __restrict__ state_index,
-                                                                 const float* __restrict__ kv,
-                                                                 const float* __restrict__ score,
-                                                                 const float* __restrict__ ape, float* state,
-                                                                 const float* __restrict__ norm, double eps,
-                                                                 const float* __restrict__ rope,
-                                                                 uint16_t* __restrict__ entries,
-                                                                 float* __restrict__ pooled) {
-  constexpr int kPerBlock = kThreads / (D / 4);
+__global__ void __launch_bounds__(kThreads) c128_online_decode_step(const CompressorArgs a) {
   __shared__ double smem[kThreads / 32];
-  const int b = blockIdx.x * kPerBlock + threadIdx.x / (D / 4);
-  const int c = 4 * (threadIdx.x % (D / 4));
+  const int64_t b = slab_row<D, kThreads>();
+  const int c = slab_channel<D>();
   float p[4] = {0, 0, 0, 0};
   int64_t pos = 0;
   bool emits = false;
-  if (b < batch) {
-    pos = positions[b];
+  if (b < a.batch) {
+    pos = a.positions[b];
     const int slot = static_cast<int>(pos % 128);
-    float* st = state + state_index[b] * (3LL * D);
+    float* st = sequence_state(a.state_kv, a.state_index[b], 3LL * D);
     Online4 s = load_state(st, D, c);
-    const float4 w = add4(load4(score + static_cast<int64_t>(b) * D + c), load4(ape + slot * D + c));
-    step4(s, w, load4(kv + static_cast<int64_t>(b) * D + c), slot == 0);
+    const float4 w = add4(load4(a.score + b * D + c), load4(a.ape + slot * D + c));
+    step4(s, w, load4(a.kv + b * D + c), slot == 0);
     store_state(st, D, c, s);
     emits = slot == 127;
 #pragma unroll
     for (int k = 0; k < 4; ++k) p[k] = s.mean[k];
-    if (emits && pooled != nullptr) store4(pooled + static_cast<int64_t>(b) * D + c, make_float4(p[0], p[1], p[2], p[3]));
+    if (emits && a.pooled != nullptr) store4(a.pooled + b * D + c, make_float4(p[0], p[1], p[2], p[3]));
   }
-  postprocess_fused<D, Kind::main>(p, pos / 128, norm, eps, rope,
-                                   emits ? entries + static_cast<int64_t>(b) * D : nullptr, smem);
+  postprocess_fused<D, Kind::main>(p, pos / 128, a.norm, a.eps, a.rope, emits ? a.entries + b * D : nullptr, smem);
 }
 
 template <int D>
-void launch_online_prefill(const CompressorParams& p, const BatchPlan& plan, const float* kv, const float* score,
-                           float* state, uint16_t* entries, float* pooled, cudaStream_t stream) {
-  constexpr int kPerBlock = kThreads / (D / 4);
-  if (plan.n_entries() > 0) {
-    const int64_t blocks = (plan.n_entries() + kPerBlock - 1) / kPerBlock;
-    online_prefill_kernel<D><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-        plan.device_items(), plan.n_entries(), kv, score, p.ape, state, p.norm, p.norm_eps,
-        p.rope, entries, pooled);
+void launch_online_prefill(const CompressorArgs& a, cudaStream_t stream) {
+  if (a.n_items > 0) {
+    const unsigned blocks = detail::grid_blocks(a.n_items, kThreads / (D / 4), "c128_online_prefill");
+    c128_online_prefill_pass<D><<<blocks, kThreads, 0, stream>>>(a);
     CUDA_CHECK_LAUNCH();
   }
-  if (plan.n_chunks() > 0) {
-    const dim3 grid((D / 4 + kThreads - 1) / kThreads, static_cast<unsigned>(plan.n_chunks()));
-    online_write_kernel<D><<<grid, kThreads, 0, stream>>>(plan.device_chunks(), plan.n_chunks(), kv, score, p.ape,
-                                                          state);
+  if (a.n_chunks > 0) {
+    const dim3 grid((D / 4 + kThreads - 1) / kThreads, static_cast<unsigned>(a.n_chunks));
+    c128_online_write_pass<D><<<grid, kThreads, 0, stream>>>(a);
     CUDA_CHECK_LAUNCH();
   }
 }
 
 template <int D>
-void launch_online_decode(const CompressorParams& p, const DecodePlan& plan, const float* kv, const float* score,
-                          float* state, uint16_t* entries, float* pooled, cudaStream_t stream) {
-  constexpr int kPerBlock = kThreads / (D / 4);
-  const int blocks = (plan.batch() + kPerBlock - 1) / kPerBlock;
-  online_decode_kernel<D><<<blocks, kThreads, 0, stream>>>(plan.batch(), plan.device_positions(),
-                                                           plan.device_state_index(), kv, score, p.ape, state,
-                                                           p.norm, p.norm_eps, p.rope, entries, pooled);
+void launch_online_decode(const CompressorArgs& a, cudaStream_t stream) {
+  const unsigned blocks = detail::grid_blocks(a.batch, kThreads / (D / 4), "c128_online_decode");
+  c128_online_decode_step<D><<<blocks, kThreads, 0, stream>>>(a);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -194,20 +169,22 @@ void check_online(const CompressorParams& p, int plan_ratio, int64_t max_entry, 
 void c128_online_prefill(const CompressorParams& p, const BatchPlan& plan, const float* kv, const float* score,
                          float* state, uint16_t* entries, float* pooled, cudaStream_t stream) {
   check_online(p, plan.ratio(), plan.max_entry(), "c128_online_prefill");
+  const CompressorArgs a = prefill_args(p, plan, kv, score, state, nullptr, entries, pooled);
   if (p.head_dim == 512)
-    launch_online_prefill<512>(p, plan, kv, score, state, entries, pooled, stream);
+    launch_online_prefill<512>(a, stream);
   else
-    launch_online_prefill<128>(p, plan, kv, score, state, entries, pooled, stream);
+    launch_online_prefill<128>(a, stream);
 }
 
 void c128_online_decode(const CompressorParams& p, const DecodePlan& plan, const float* kv, const float* score,
                         float* state, uint16_t* entries, float* pooled, cudaStream_t stream) {
   check_online(p, plan.ratio(), plan.max_entry(), "c128_online_decode");
   if (plan.batch() == 0) return;
+  const CompressorArgs a = decode_args(p, plan, kv, score, state, nullptr, entries, pooled);
   if (p.head_dim == 512)
-    launch_online_decode<512>(p, plan, kv, score, state, entries, pooled, stream);
+    launch_online_decode<512>(a, stream);
   else
-    launch_online_decode<128>(p, plan, kv, score, state, entries, pooled, stream);
+    launch_online_decode<128>(a, stream);
 }
 
 }  // namespace dsv4::cuda

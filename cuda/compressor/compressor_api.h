@@ -25,17 +25,20 @@
 #include <vector>
 
 #include "cuda/common/device_buffer.h"
-#include "cuda/compressor/postprocess_serial.cuh"
+#include "cuda/common/kinds.h"
 
 namespace dsv4::cuda {
 
-// simple: one thread per (entry, channel) pooling, then one thread per entry post-processing (v1).
-// tuned: one 128-thread slab per entry (C4) or a 512-thread block with a cross-warp reduction
-// (C128), 16-byte loads, post-processing fused; for the C4 prefill this is v3 (contiguous-row fast
-// path, one descriptor load, 96 registers). tuned_v2: the first fused C4 prefill, kept for the
-// version ladder (every other kernel runs it as tuned). See docs/cuda-compressor.md.
-enum class Variant { simple, tuned_v2, tuned };
-
+// Versions (Variant, cuda/common/kinds.h; docs/cuda-compressor.md has the ladder):
+//   v1  every entry point: one thread per (entry, channel) pooling, then one thread per entry
+//       running the serial post-processing (the oracle's order);
+//   v2  the C4 prefill only: the first fused kernel (one 128-thread slab per entry, 16-byte loads,
+//       post-processing fused), kept as the ladder's reference point;
+//   v3  every entry point: the fused kernels with a consecutive-row fast path, one descriptor
+//       load, bit-built powers of two in the fake-quant and written fmaf numerators (the C4 prefill
+//       at 96 registers, the C128 kernels as 512-thread blocks merging 4 slabs).
+// The online C128 kernels have one version. Asking an entry point for a version it does not have
+// throws std::invalid_argument.
 struct CompressorParams {
   int ratio = 4;       // 4 (overlap, coff 2) or 128
   int head_dim = 512;  // d: 128 or 512
@@ -131,7 +134,7 @@ void c128_prefill(const CompressorParams& p, const BatchPlan& plan, const float*
                   float* state_kv, float* state_score, uint16_t* entries, float* pooled, Variant v,
                   cudaStream_t stream = nullptr);
 // One-token decode: writes the token into its state row and, when its block completes, pools and
-// writes the entry (one launch for tuned; simple adds a post-processing launch).
+// writes the entry (one launch for v3; v1 adds a post-processing launch).
 // kv, score [batch, coff*d]; entries, pooled [batch, d].
 void c4_decode(const CompressorParams& p, const DecodePlan& plan, const float* kv, const float* score,
                float* state_kv, float* state_score, uint16_t* entries, float* pooled, Variant v,

@@ -6,6 +6,7 @@
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_buffer.h"
+#include "cuda/common/numerics.cuh"
 
 namespace dsv4::cuda {
 namespace {

@@ -25,7 +25,7 @@ Kind to_kind(ref::CompressorKind kind);
 ref::CompressorOutput compress(const ref::CompressorWeights& w, ref::CompressorKind kind,
                                const ref::CompressorProjections& proj, int64_t start_pos,
                                ref::CompressorState& state, const ref::RopeTable& rope, double norm_eps,
-                               Variant variant = Variant::tuned);
+                               Variant variant = Variant::v3);
 
 // compress_online_c128 likewise (ratio 128, main kind).
 ref::CompressorOutput compress_online_c128(const ref::CompressorWeights& w, const ref::CompressorProjections& proj,

@@ -6,16 +6,9 @@
 
 #include <cmath>
 
-#include "cuda/compressor/compressor_api.h"
+#include "cuda/common/vec4.cuh"
 
 namespace dsv4::cuda {
-
-__device__ inline float4 load4(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
-// Inputs read exactly once (the projections): streamed, evict-first in L2.
-__device__ inline float4 load4_stream(const float* p) { return __ldcs(reinterpret_cast<const float4*>(p)); }
-__device__ inline void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
-__device__ inline float4 add4(float4 a, float4 b) { return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w); }
-__device__ inline float comp(const float4& v, int k) { return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w; }
 
 // One channel: max first, then the sums in row order; out = sum(kv e) / sum(e), kv e added with one
 // fused multiply-add (the library builds with -fmad=false: every fma is written). A -inf logit
@@ -52,7 +45,7 @@ __device__ inline float4 pool_rows(const float4 (&kv)[N], const float4 (&s)[N]) 
   return make_float4(out[0], out[1], out[2], out[3]);
 }
 
-// A running softmax over rows (ratio 128, tuned): (max, sum of e, sum of kv e) per channel, fed in
+// A running softmax over rows (the v3 ratio-128 kernels): (max, sum of e, sum of kv e) per channel, fed in
 // chunks; add_chunk rescales the running sums to the new max with expf(old - new).
 struct RunningPool {
   float m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};

@@ -1,5 +1,5 @@
 #pragma once
-// The post-processing fused into the tuned kernels. Thread layout (the "entry slab"): an entry of d
+// The post-processing fused into the v2 and v3 kernels. Thread layout (the "entry slab"): an entry of d
 // channels is held by Q = d/4 consecutive threads, each with 4 consecutive channels (one float4);
 // a 128-thread slab holds 512/d entries. The cross-channel steps become:
 //   RMSNorm sum of squares: per thread in double, then a shuffle butterfly inside each warp and,
@@ -19,7 +19,7 @@
 
 #include <cstdint>
 
-#include "cuda/compressor/numerics.cuh"
+#include "cuda/common/numerics.cuh"
 #include "cuda/compressor/postprocess_serial.cuh"
 
 namespace dsv4::cuda {

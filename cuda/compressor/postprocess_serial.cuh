@@ -3,14 +3,13 @@
 // oracle's order (reference/stages/compressor.cpp postprocess_entries): bf16, RMSNorm (sum of
 // squares in double, channel 0 first), RoPE on the last 64 dims at the entry's position, then FP8
 // fake-quant of the nope dims in blocks of 64 (main) or Hadamard + FP4 in blocks of 32 (indexer).
-// One thread runs it per entry in the simple kernels; the host test runs it on the CPU.
+// One thread runs it per entry in the v1 kernels; the host test runs it on the CPU.
 #include <cstdint>
 
-#include "cuda/compressor/numerics.cuh"
+#include "cuda/common/kinds.h"
+#include "cuda/common/numerics.cuh"
 
 namespace dsv4::cuda {
-
-enum class Kind { main, indexer };
 
 inline constexpr int kMaxIndexerDim = 128;  // the indexer's head dim (Hadamard size)
 

@@ -1,5 +1,6 @@
 // GPU tests of the CUDA compressors (label gpu): every kernel diffed against the oracle
-// (reference/stages/compressor.h) on fresh random inputs.
+// (reference/stages/compressor.h) on fresh random inputs, each case a harness case (harness.h):
+// a failure prints the case's ID, and DSV4_CASE='<that ID>' runs that case alone with its seed.
 //
 // How the oracle is run on the kernels' inputs: the kernels take the projections kv, score; the
 // oracle's compress() takes x and weights. A sequence of S tokens with projections kv, score
@@ -11,8 +12,8 @@
 //   pooled   fp32 kernel vs the oracle's fp64-then-rounded pooling, within the fp32 error bound
 //            derived at pooled_bound() (a few ulps per pooled term);
 //   entries  bitwise against ref::postprocess_entries applied to the kernel's own pooled values.
-//            Simple kernels sum RMSNorm's squares in the oracle's order: no difference allowed.
-//            Tuned kernels sum them as a tree: at most 1 entry per test case may differ (derived
+//            v1 kernels sum RMSNorm's squares in the oracle's order: no difference allowed.
+//            v2 / v3 kernels sum them as a tree: at most 1 entry per case may differ (derived
 //            rate in docs/cuda-compressor.md: about 2^-26 per entry);
 //   state    the rows the oracle's meaningful_rows() lists, bitwise (online C128: max bitwise,
 //            sum and mean within the online bound);
@@ -36,8 +37,10 @@
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_buffer.h"
+#include "cuda/common/numerics.cuh"
 #include "cuda/compressor/compressor_api.h"
 #include "cuda/compressor/oracle_mirror.h"
+#include "cuda/tests/harness.h"
 #include "reference/config.h"
 #include "reference/precision.h"
 #include "reference/primitives/rope.h"
@@ -46,6 +49,9 @@
 using namespace dsv4;
 using cuda::GuardedBuffer;
 using cuda::Variant;
+using cuda::testing::Case;
+using cuda::testing::CaseId;
+using cuda::testing::TallyBook;
 using ref::Index;
 using ref::Mat;
 
@@ -54,14 +60,6 @@ namespace {
 constexpr double kU = 0x1p-24;  // fp32 unit roundoff
 constexpr int kRopeEntries = 4096;
 
-uint64_t base_seed() {
-  static const uint64_t seed = [] {
-    if (const char* env = std::getenv("DSV4_TEST_SEED")) return static_cast<uint64_t>(std::strtoull(env, nullptr, 10));
-    return static_cast<uint64_t>(std::random_device{}()) << 32 | std::random_device{}();
-  }();
-  return seed;
-}
-
 struct Setup {
   std::string name;
   int ratio;
@@ -69,6 +67,10 @@ struct Setup {
   ref::CompressorKind kind;
   int coff() const { return ratio == 4 ? 2 : 1; }
   int width() const { return coff() * d; }
+  // The case ID of an operation on this setup: op(ratio=r,kind=k,d=d).
+  CaseId id(const std::string& op) const {
+    return CaseId(op).with("ratio", ratio).with("kind", cuda::kind_name(cuda::to_kind(kind))).with("d", d);
+  }
 };
 
 // The real V4 dims (C4 main d = 512 with coff 2, C4 indexer d = 128, C128 d = 512) and the tiny
@@ -81,21 +83,15 @@ std::vector<Setup> all_setups() {
           {"C128 main d128", 128, 128, ref::CompressorKind::main}};
 }
 
-std::string variant_name(Variant v) {
-  switch (v) {
-    case Variant::simple: return "simple";
-    case Variant::tuned_v2: return "tuned_v2";
-    case Variant::tuned: return "tuned";
-  }
-  return "?";
+// Every version of a setup's prefill kernels: the C4 prefill has three (v1, v2, v3); the others
+// two (v1, v3).
+std::vector<Variant> variants(int ratio) {
+  if (ratio == 4) return {Variant::v1, Variant::v2, Variant::v3};
+  return {Variant::v1, Variant::v3};
 }
 
-// Every version of a setup's kernels: the C4 prefill has three (v1 simple, v2, v3 = tuned); the
-// others two (simple, tuned).
-std::vector<Variant> variants(int ratio) {
-  if (ratio == 4) return {Variant::simple, Variant::tuned_v2, Variant::tuned};
-  return {Variant::simple, Variant::tuned};
-}
+// The decode kernels have v1 and v3: a v2 prefill is followed by v3 decode steps.
+Variant decode_variant(Variant prefill) { return prefill == Variant::v2 ? Variant::v3 : prefill; }
 
 double fp32(double v) { return static_cast<double>(static_cast<float>(v)); }
 double bf16(double v) { return ref::round_to(ref::Storage::bf16, v); }
@@ -200,7 +196,7 @@ Window window(const Layer& L, const Sequence& q, int64_t j, int c) {
 //   each e_i = expf(fl(s_i - M)) carries <= 2 ulp (CUDA's expf, <= 4u relative) plus G u (the
 //   rounding of the argument); the sums of n terms add <= (n - 1) u relative each; kv_i e_i and the
 //   final division add u each. First order: |kernel - exact| <= (n + 5 + G) u (A + |exact|).
-//   The tuned C128 kernel also rescales its running sums once per chunk of 4 rows (8 times a slab)
+//   The v3 C128 kernel also rescales its running sums once per chunk of 4 rows (8 times a slab)
 //   and merges 4 slabs, each rescale an expf (4 + G) u and a product u: 9 (5 + G) u more, counted
 //   for every kernel.
 //   The oracle itself is within u |exact|.
@@ -342,10 +338,9 @@ Mat rows_to_mat(const std::vector<float>& v, int64_t first, int64_t n, int d) {
   return m;
 }
 
-// Tallies of one test case.
+// Tallies of one case: pooled values against their bound, entries bitwise.
 struct Tally {
-  int64_t entries = 0, pooled_values = 0, pooled_violations = 0, entry_flips = 0;
-  double worst_pooled_ratio = 0;  // max |kernel - oracle| / bound
+  cuda::testing::Tally pooled, entries;
 };
 
 // Compares the kernel's rows [first, first + n) of one call with the oracle's output for that
@@ -361,10 +356,7 @@ void compare_entries(const Layer& L, const Sequence& q, const ref::CompressorOut
     for (int c = 0; c < d; ++c) {
       const Window w = window(L, q, j, c);
       const double bound = online ? online_bound(w).mean : pooled_bound(w, oracle.pooled(i, c));
-      const double err = std::fabs(kernel_pooled(i, c) - oracle.pooled(i, c));
-      tally.worst_pooled_ratio = std::max(tally.worst_pooled_ratio, err / bound);
-      tally.pooled_violations += !(err <= bound);
-      ++tally.pooled_values;
+      tally.pooled.bounded(kernel_pooled(i, c) - oracle.pooled(i, c), bound);
     }
   }
   // The oracle's post-processing of the kernel's own pooled values, against the kernel's entries.
@@ -374,22 +366,22 @@ void compare_entries(const Layer& L, const Sequence& q, const ref::CompressorOut
     for (int c = 0; c < d; ++c)
       same &= std::bit_cast<uint16_t>(cuda::bf16_bits(static_cast<float>(expect(i, c)))) ==
               e[static_cast<size_t>((first + i) * d + c)];
-    tally.entry_flips += !same;
-    ++tally.entries;
+    tally.entries.bitwise(same);
   }
 }
 
-void check_tally(const Tally& t, Variant v) {
-  MESSAGE("entries " << t.entries << ", pooled values " << t.pooled_values << ", worst pooled error / bound "
-                     << t.worst_pooled_ratio << ", post-processing flips " << t.entry_flips);
-  CHECK(t.entries > 0);
-  CHECK(t.pooled_violations == 0);
-  // Simple kernels follow the oracle's order everywhere; tuned ones may flip the fp32 mean of squares
-  // of RMSNorm with probability ~2^-26 per entry (docs/cuda-compressor.md): at most 1 per case.
-  if (v == Variant::simple)
-    CHECK(t.entry_flips == 0);
+// The assertions on one case's tally; the tally then joins the test case's book under its version.
+void check_tally(const Tally& t, Variant v, TallyBook& book) {
+  CHECK(t.entries.compared > 0);
+  CHECK(t.pooled.over_bound == 0);
+  // v1 kernels follow the oracle's order everywhere; v2 / v3 may flip the fp32 mean of squares of
+  // RMSNorm with probability ~2^-26 per entry (docs/cuda-compressor.md): at most 1 per case.
+  if (v == Variant::v1)
+    CHECK(t.entries.differing == 0);
   else
-    CHECK(t.entry_flips <= 1);
+    CHECK(t.entries.differing <= 1);
+  book.at(v, "pooled (bound)") += t.pooled;
+  book.at(v, "entries (bitwise)") += t.entries;
 }
 
 // One ragged prefill / extend call: chunk i feeds `lengths[i]` tokens of seqs[i] (0 allowed).
@@ -457,10 +449,10 @@ void decode_call(Gpu& g, std::vector<Sequence>& seqs, Tally& tally) {
   Outputs out(plan.batch(), d);
   if (L.su.ratio == 4)
     cuda::c4_decode(g.params, plan, dkv.get(), dsc.get(), g.state_kv.get(), g.state_score.get(), out.entries.get(),
-                    out.pooled.get(), g.variant);
+                    out.pooled.get(), decode_variant(g.variant));
   else
     cuda::c128_decode(g.params, plan, dkv.get(), dsc.get(), g.state_kv.get(), g.state_score.get(), out.entries.get(),
-                      out.pooled.get(), g.variant);
+                      out.pooled.get(), decode_variant(g.variant));
   CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<bool> written;
   for (int b = 0; b < plan.batch(); ++b) written.push_back(plan.completes(b));
@@ -491,37 +483,40 @@ std::vector<int64_t> boundary_lengths(int r) {
 }  // namespace
 
 TEST_CASE("ragged prefill matches the oracle at block boundaries for every setup and variant") {
+  TallyBook book;
   for (const Setup& su : all_setups())
     for (Variant v : variants(su.ratio)) {
-      CAPTURE(su.name);
-      const std::string variant = variant_name(v);
-      CAPTURE(variant);
-      std::mt19937_64 gen(base_seed() ^ std::hash<std::string>{}(su.name));
-      const Layer L(su, gen);
       const std::vector<int64_t> lengths = boundary_lengths(su.ratio);
+      const auto c = Case::select(su.id("compressor_prefill").with("lengths", lengths).with("variant", v));
+      if (!c) continue;
+      INFO(c->reproduce());
+      std::mt19937_64 gen = c->rng();
+      const Layer L(su, gen);
       std::vector<Sequence> seqs = make_sequences(L, lengths, gen);
       Gpu g(L, v, static_cast<int>(seqs.size()));
       Tally tally;
       prefill_call(g, seqs, lengths, tally);
-      check_tally(tally, v);
+      check_tally(tally, v, book);
     }
-  MESSAGE("seed " << base_seed() << " (DSV4_TEST_SEED reproduces it)");
+  MESSAGE(book.table());
 }
 
 TEST_CASE("extend from mid-block and block-boundary positions in one ragged batch") {
+  TallyBook book;
   for (const Setup& su : all_setups())
     for (Variant v : variants(su.ratio)) {
-      CAPTURE(su.name);
-      const std::string variant = variant_name(v);
-      CAPTURE(variant);
-      std::mt19937_64 gen(base_seed() ^ std::hash<std::string>{}(su.name) ^ 0x51);
-      const Layer L(su, gen);
       const int r = su.ratio;
       // First calls end before, on and after block boundaries; second calls cross one or two.
       const std::vector<int64_t> first = r == 4 ? std::vector<int64_t>{2, 3, 4, 5, 8, 1, 6}
                                                 : std::vector<int64_t>{126, 127, 128, 129, 1, 200};
       const std::vector<int64_t> second = r == 4 ? std::vector<int64_t>{1, 2, 5, 7, 4, 0, 9}
                                                  : std::vector<int64_t>{2, 1, 128, 255, 127, 56};
+      const auto c = Case::select(
+          su.id("compressor_extend").with("first", first).with("second", second).with("variant", v));
+      if (!c) continue;
+      INFO(c->reproduce());
+      std::mt19937_64 gen = c->rng();
+      const Layer L(su, gen);
       std::vector<int64_t> totals;
       for (size_t i = 0; i < first.size(); ++i) totals.push_back(first[i] + second[i]);
       std::vector<Sequence> seqs = make_sequences(L, totals, gen);
@@ -529,22 +524,28 @@ TEST_CASE("extend from mid-block and block-boundary positions in one ragged batc
       Tally tally;
       prefill_call(g, seqs, first, tally);
       prefill_call(g, seqs, second, tally);
-      check_tally(tally, v);
+      check_tally(tally, v, book);
     }
+  MESSAGE(book.table());
 }
 
 TEST_CASE("prefill then decode steps across block boundaries with ragged positions") {
+  TallyBook book;
   for (const Setup& su : all_setups())
     for (Variant v : variants(su.ratio)) {
-      CAPTURE(su.name);
-      const std::string variant = variant_name(v);
-      CAPTURE(variant);
-      std::mt19937_64 gen(base_seed() ^ std::hash<std::string>{}(su.name) ^ 0xDEC);
-      const Layer L(su, gen);
       const int r = su.ratio;
       const std::vector<int64_t> prefill = r == 4 ? std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7}
                                                   : std::vector<int64_t>{0, 1, 125, 126, 127, 128, 200, 255};
       const int steps = r == 4 ? 9 : 3;
+      const auto c = Case::select(su.id("compressor_prefill_decode")
+                                      .with("prefill", prefill)
+                                      .with("steps", steps)
+                                      .with("variant", v)
+                                      .with("decode_variant", decode_variant(v)));
+      if (!c) continue;
+      INFO(c->reproduce());
+      std::mt19937_64 gen = c->rng();
+      const Layer L(su, gen);
       std::vector<int64_t> totals;
       for (int64_t p : prefill) totals.push_back(p + steps);
       std::vector<Sequence> seqs = make_sequences(L, totals, gen);
@@ -552,23 +553,28 @@ TEST_CASE("prefill then decode steps across block boundaries with ragged positio
       Tally tally;
       prefill_call(g, seqs, prefill, tally);
       for (int s = 0; s < steps; ++s) decode_call(g, seqs, tally);
-      check_tally(tally, v);
+      check_tally(tally, v, book);
     }
+  MESSAGE(book.table());
 }
 
 TEST_CASE("online C128 prefill extend and decode match the oracle's online form") {
+  TallyBook book;
   for (int d : {512, 128}) {
-    CAPTURE(d);
     const Setup su{"C128 online", 128, d, ref::CompressorKind::main};
-    std::mt19937_64 gen(base_seed() ^ 0x0471 ^ static_cast<uint64_t>(d));
-    const Layer L(su, gen);
     const std::vector<int64_t> first{1, 126, 127, 128, 129, 255, 0, 256};
     const std::vector<int64_t> second{2, 1, 128, 3, 127, 1, 130, 0};
     const int steps = 3;
+    const auto c = Case::select(CaseId("c128_online").with("d", d).with("first", first).with("second", second)
+                                    .with("steps", steps));
+    if (!c) continue;
+    INFO(c->reproduce());
+    std::mt19937_64 gen = c->rng();
+    const Layer L(su, gen);
     std::vector<int64_t> totals;
     for (size_t i = 0; i < first.size(); ++i) totals.push_back(first[i] + second[i] + steps);
     std::vector<Sequence> seqs = make_sequences(L, totals, gen);
-    Gpu g(L, Variant::tuned, static_cast<int>(seqs.size()));
+    Gpu g(L, Variant::v3, static_cast<int>(seqs.size()));
     {  // the oracle's fresh online state, on the GPU
       std::vector<float> st(g.online_state.size());
       for (size_t s = 0; s < seqs.size(); ++s)
@@ -678,9 +684,10 @@ TEST_CASE("online C128 prefill extend and decode match the oracle's online form"
       }
       check_online_state();
     }
-    check_tally(tally, Variant::tuned);
+    check_tally(tally, Variant::v3, book);  // one version: held to the v3 allowance (its post-processing sums as a tree)
     CHECK(state_violations == 0);
   }
+  MESSAGE(book.table());
 }
 
 namespace {
@@ -772,53 +779,52 @@ bool same_bits(const GpuRun& a, const GpuRun& b) {
 
 }  // namespace
 
+// The setups of the bitwise-invariance cases: the three V4 shapes and online C128.
+struct SplitSetup {
+  Setup su;
+  bool online;
+  CaseId id(const std::string& op) const { return su.id(op).with("online", online); }
+};
+std::vector<SplitSetup> split_setups() {
+  return {{{"C4 main d512", 4, 512, ref::CompressorKind::main}, false},
+          {{"C4 indexer d128", 4, 128, ref::CompressorKind::indexer}, false},
+          {{"C128 main d512", 128, 512, ref::CompressorKind::main}, false},
+          {{"C128 online d512", 128, 512, ref::CompressorKind::main}, true}};
+}
+
 TEST_CASE("on the GPU prefill equals decode one by one and chunked splits bitwise") {
-  struct Case {
-    Setup su;
-    bool online;
-  };
-  const std::vector<Case> cases{{{"C4 main d512", 4, 512, ref::CompressorKind::main}, false},
-                                {{"C4 indexer d128", 4, 128, ref::CompressorKind::indexer}, false},
-                                {{"C128 main d512", 128, 512, ref::CompressorKind::main}, false},
-                                {{"C128 online d512", 128, 512, ref::CompressorKind::main}, true}};
-  for (const Case& k : cases)
+  for (const SplitSetup& k : split_setups())
     for (Variant v : variants(k.su.ratio)) {
-      if (k.online && v != Variant::tuned) continue;  // online C128 has one version
-      CAPTURE(k.su.name);
-      const std::string variant = variant_name(v);
-      CAPTURE(variant);
-      std::mt19937_64 gen(base_seed() ^ 0x5EED);
-      const Layer L(k.su, gen);
+      if (k.online && v != Variant::v3) continue;  // online C128 has one version
       const int64_t s = k.su.ratio == 4 ? 37 : 300;
+      const std::vector<int64_t> chunked =
+          k.su.ratio == 4 ? std::vector<int64_t>{5, 0, 3, 11, 0, 0, 15} : std::vector<int64_t>{100, 27, 0, 1, 129, 0, 41};
+      const auto c = Case::select(k.id("compressor_splits").with("s", s).with("chunked", chunked).with("variant", v));
+      if (!c) continue;
+      INFO(c->reproduce());
+      std::mt19937_64 gen = c->rng();
+      const Layer L(k.su, gen);
       const Sequence q = L.sequence(s, gen);
       const GpuRun whole = run_split(L, v, k.online, q, {s});
       REQUIRE(whole.entries.size() == static_cast<size_t>(s / k.su.ratio * k.su.d));
       const std::vector<int64_t> one_by_one(static_cast<size_t>(s), 0);
-      const std::vector<int64_t> chunked =
-          k.su.ratio == 4 ? std::vector<int64_t>{5, 0, 3, 11, 0, 0, 15} : std::vector<int64_t>{100, 27, 0, 1, 129, 0, 41};
       CHECK(same_bits(whole, run_split(L, v, k.online, q, one_by_one)));
       CHECK(same_bits(whole, run_split(L, v, k.online, q, chunked)));
     }
 }
 
-TEST_CASE("20 reruns of the tuned prefills are bitwise identical") {
-  struct Case {
-    Setup su;
-    bool online;
-  };
-  const std::vector<Case> cases{{{"C4 main d512", 4, 512, ref::CompressorKind::main}, false},
-                                {{"C4 indexer d128", 4, 128, ref::CompressorKind::indexer}, false},
-                                {{"C128 main d512", 128, 512, ref::CompressorKind::main}, false},
-                                {{"C128 online d512", 128, 512, ref::CompressorKind::main}, true}};
-  for (const Case& k : cases) {
-    CAPTURE(k.su.name);
-    std::mt19937_64 gen(base_seed() ^ 0x20);
+TEST_CASE("20 reruns of the v3 prefills are bitwise identical") {
+  for (const SplitSetup& k : split_setups()) {
+    const auto c = Case::select(k.id("compressor_reruns").with("runs", 20).with("variant", Variant::v3));
+    if (!c) continue;
+    INFO(c->reproduce());
+    std::mt19937_64 gen = c->rng();
     const Layer L(k.su, gen);
     const Sequence q = L.sequence(k.su.ratio == 4 ? 1001 : 1030, gen);
     const std::vector<int64_t> calls{static_cast<int64_t>(q.kv.rows()) - 3, 0, 0, 0};
-    const GpuRun first = run_split(L, Variant::tuned, k.online, q, calls);
+    const GpuRun first = run_split(L, Variant::v3, k.online, q, calls);
     int identical = 0;
-    for (int i = 0; i < 19; ++i) identical += same_bits(first, run_split(L, Variant::tuned, k.online, q, calls));
+    for (int i = 0; i < 19; ++i) identical += same_bits(first, run_split(L, Variant::v3, k.online, q, calls));
     CHECK(identical == 19);
   }
 }
@@ -826,17 +832,21 @@ TEST_CASE("20 reruns of the tuned prefills are bitwise identical") {
 TEST_CASE("bad arguments throw before anything is launched") {
   std::mt19937_64 gen(1);
   const Layer L({"C4 main d512", 4, 512, ref::CompressorKind::main}, gen);
-  Gpu g(L, Variant::tuned, 2);
+  Gpu g(L, Variant::v3, 2);
   const cuda::BatchPlan plan({{0, 8, 0, 0}}, 4);
   cuda::CompressorParams p = g.params;
   p.rope_entries = 1;  // the call writes entry 1
-  CHECK_THROWS_AS(cuda::c4_prefill(p, plan, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, Variant::tuned),
+  CHECK_THROWS_AS(cuda::c4_prefill(p, plan, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, Variant::v3),
                   std::invalid_argument);
   p = g.params;
   p.head_dim = 256;
-  CHECK_THROWS_AS(cuda::c4_prefill(p, plan, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, Variant::tuned),
+  CHECK_THROWS_AS(cuda::c4_prefill(p, plan, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, Variant::v3),
                   std::invalid_argument);
-  CHECK_THROWS_AS(cuda::c128_prefill(g.params, plan, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, Variant::tuned),
+  CHECK_THROWS_AS(cuda::c128_prefill(g.params, plan, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, Variant::v3),
+                  std::invalid_argument);
+  // Versions an entry point does not have: v2 exists for the C4 prefill only.
+  const cuda::DecodePlan step({3}, {0}, 4);
+  CHECK_THROWS_AS(cuda::c4_decode(g.params, step, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, Variant::v2),
                   std::invalid_argument);
   CHECK_THROWS_AS(cuda::BatchPlan({{0, 4, 0, 1}, {0, 4, 4, 1}}, 4), std::invalid_argument);
   CHECK_THROWS_AS(cuda::BatchPlan({{0, 4, 0, 0}}, 3), std::invalid_argument);
@@ -845,9 +855,12 @@ TEST_CASE("bad arguments throw before anything is launched") {
 
 TEST_CASE("the oracle-typed wrapper equals the oracle at V4-Flash dims") {
   // cuda::compress mirrors ref::compress with the projections in place of x.
-  std::mt19937_64 gen(base_seed() ^ 0x111);
+  TallyBook book;
   for (const Setup& su : all_setups()) {
-    CAPTURE(su.name);
+    const auto c = Case::select(su.id("compressor_wrapper").with("variant", Variant::v3));
+    if (!c) continue;
+    INFO(c->reproduce());
+    std::mt19937_64 gen = c->rng();
     const Layer L(su, gen);
     Sequence q = L.sequence(su.ratio == 4 ? 21 : 260, gen);
     ref::CompressorState gpu_state = ref::CompressorState::fresh(su.ratio, su.d);
@@ -863,10 +876,11 @@ TEST_CASE("the oracle-typed wrapper equals the oracle at V4-Flash dims") {
     for (Index i = 0; i < got.entries.size(); ++i) e.push_back(cuda::bf16_bits(static_cast<float>(got.entries.data()[i])));
     for (Index i = 0; i < got.pooled.size(); ++i) p.push_back(static_cast<float>(got.pooled.data()[i]));
     compare_entries(L, q, want, e, p, 0, false, tally);
-    check_tally(tally, Variant::tuned);
+    check_tally(tally, Variant::v3, book);
     for (int r : q.state.meaningful_rows(q.pos)) {
       CHECK(gpu_state.kv.row(r) == q.state.kv.row(r));
       CHECK(gpu_state.score.row(r) == q.state.score.row(r));
     }
   }
+  MESSAGE(book.table());
 }

@@ -1,7 +1,7 @@
-// Host-only tests of the CUDA compressors' scalar code (no GPU needed, so CI runs them): the serial
-// post-processing the simple kernels run (postprocess_serial.cuh, here compiled for the CPU) must
-// equal the oracle's postprocess_entries bit for bit, and the RoPE table the kernels read must hold
-// the oracle's cos / sin values.
+// Host-only tests of the CUDA kernels' scalar code (no GPU needed, so CI runs them): the number
+// formats of cuda/common/numerics.cuh against reference/numerics/ (every code), the serial
+// post-processing the v1 compressor kernels run (postprocess_serial.cuh, here compiled for the
+// CPU) bit for bit against the oracle's postprocess_entries, and the RoPE table the kernels read.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -9,10 +9,11 @@
 #include <random>
 #include <vector>
 
-#include "cuda/compressor/numerics.cuh"
+#include "cuda/common/numerics.cuh"
 #include "cuda/compressor/oracle_mirror.h"
 #include "cuda/compressor/postprocess_serial.cuh"
 #include "reference/config.h"
+#include "reference/numerics/bf16.h"
 #include "reference/numerics/fp4_e2m1.h"
 #include "reference/numerics/fp8_e4m3.h"
 #include "reference/precision.h"
@@ -119,4 +120,46 @@ TEST_CASE("the kernels' RoPE table holds the oracle's fp32 cos and sin at positi
       CHECK(t[static_cast<size_t>(j * 64 + 2 * i)] == static_cast<float>(rope.cos_at(j * 128, i)));
       CHECK(t[static_cast<size_t>(j * 64 + 2 * i + 1)] == static_cast<float>(rope.sin_at(j * 128, i)));
     }
+}
+
+TEST_CASE("stored codes: every e4m3 and e2m1 code decodes to the oracle's value and encodes back") {
+  int64_t bad = 0;
+  for (int code = 0; code < 256; ++code) {
+    const auto c = static_cast<uint8_t>(code);
+    const double want = ref::fp8_e4m3_decode(c);
+    const float got = cuda::e4m3_value(c);
+    if (std::isnan(want)) {
+      bad += !std::isnan(got);
+      bad += cuda::e4m3_code(got) != 0x7f;  // NaN encodes as 0x7f whatever its sign
+      continue;
+    }
+    bad += static_cast<double>(got) != want || std::signbit(got) != std::signbit(want);
+    bad += cuda::e4m3_code(got) != c;
+    bad += cuda::e4m3_code(got) != ref::fp8_e4m3_encode(want);
+  }
+  for (int code = 0; code < 16; ++code) {
+    const auto c = static_cast<uint8_t>(code);
+    const float got = cuda::e2m1_value(c);
+    bad += static_cast<double>(got) != ref::fp4_e2m1_decode(c) || std::signbit(got) != ((c & 0x8) != 0);
+    bad += cuda::e2m1_code(got) != c;
+  }
+  CHECK(bad == 0);
+  // Rounded values of a dense sweep encode as the oracle encodes them.
+  int64_t sweep_bad = 0;
+  for (uint32_t b = 0x3000; b < 0x4500; ++b)
+    for (float sign : {1.0f, -1.0f}) {
+      const float x = sign * ref::bf16_decode(static_cast<uint16_t>(b));
+      const float r8 = cuda::e4m3_round(std::fmin(std::fmax(x, -448.0f), 448.0f));
+      sweep_bad += cuda::e4m3_code(r8) != ref::fp8_e4m3_encode(r8);
+      const float r4 = cuda::e2m1_round(std::fmin(std::fmax(x, -6.0f), 6.0f));
+      sweep_bad += cuda::e2m1_code(r4) != ref::fp4_e2m1_encode(r4);
+    }
+  CHECK(sweep_bad == 0);
+}
+
+TEST_CASE("UE8M0 codes hold the exponent biased by 127 and decode to the power of two") {
+  for (int e : {-127, -126, -20, -1, 0, 1, 7, 127}) {
+    CHECK(cuda::ue8m0_exponent(cuda::ue8m0_code(e)) == e);
+    CHECK(static_cast<double>(cuda::ue8m0_value(cuda::ue8m0_code(e))) == std::ldexp(1.0, e));
+  }
 }

@@ -1,10 +1,11 @@
 #pragma once
-// Scalar roundings of the compressor's post-processing, written once for the GPU kernels and for
-// host code (the host test compiles them with g++). Each function follows the oracle's operation
-// order (reference/numerics/*.h, reference/primitives/*.cpp): where the oracle computes one op in
-// double and rounds once, so does this code, in double; fp32 products and quotients are single IEEE
-// operations. The library builds with -fmad=false (device) and -ffp-contract=off (host), so no
-// multiply-add is contracted behind the code's back.
+// The number formats every kernel family shares (bf16, FP8 e4m3, FP4 e2m1, UE8M0 scales) and the
+// scalar roundings of the post-processing, written once for the GPU kernels and for host code (the
+// host test compiles them with g++ and checks them against reference/numerics/). Each function
+// follows the oracle's operation order (reference/numerics/*.h, reference/primitives/*.cpp): where
+// the oracle computes one op in double and rounds once, so does this code, in double; fp32 products
+// and quotients are single IEEE operations. The library builds with -fmad=false (device) and
+// -ffp-contract=off (host), so no multiply-add is contracted behind the code's back.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -23,7 +24,7 @@ inline constexpr float kFp8AmaxFloor = 1e-4f;       // act_quant: amax = max(ama
 inline constexpr float kFp4Max = 6.0f;              // e2m1 largest
 inline constexpr float kFp4AmaxFloor = 6.0f * 0x1p-126f;  // fp4_act_quant: max(amax, 6 * 2^-126)
 inline constexpr int kFp8Block = 64;                // main kv: FP8 blocks of 64 nope dims
-inline constexpr int kFp4Block = 32;                // indexer k: FP4 blocks of 32
+inline constexpr int kFp4Block = 32;                // indexer q and k: FP4 blocks of 32
 
 DSV4_HD inline uint32_t float_bits(float x) {
   uint32_t u;
@@ -121,6 +122,59 @@ DSV4_HD inline float rope_re(float a, float b, float c, float s) {
 }
 DSV4_HD inline float rope_im(float a, float b, float c, float s) {
   return bf16_round(static_cast<float>(static_cast<double>(a) * s + static_cast<double>(b) * c));
+}
+
+// ---- stored codes (cache bytes) -----------------------------------------------------------------
+// The byte codes of the formats above, as the caches hold them. Each encoder takes a value that is
+// already on its grid (a rounding above produced it) and returns its code exactly; the decoders are
+// exact. Codes as reference/numerics/fp8_e4m3.h and fp4_e2m1.h define them (bias 7 and 1, sign in
+// the top bit; e4m3 0x7f / 0xff are NaN; e2m1 has no NaN).
+
+// e4m3 code of a value on the e4m3 grid (|v| <= 448) or NaN (0x7f).
+DSV4_HD inline uint8_t e4m3_code(float v) {
+  if (v != v) return 0x7f;
+  const uint8_t sign = (float_bits(v) >> 24) & 0x80u;
+  const float a = fabsf(v);
+  const int e = static_cast<int>((float_bits(a) >> 23) & 0xffu) - 127;  // -127 for 0
+  if (e < -6) return static_cast<uint8_t>(sign | static_cast<uint8_t>(a * 512.0f));  // subnormal: a / 2^-9
+  const uint32_t mantissa = (float_bits(a) >> 20) & 0x7u;                          // 3 mantissa bits
+  return static_cast<uint8_t>(sign | ((e + 7) << 3) | mantissa);
+}
+
+DSV4_HD inline float e4m3_value(uint8_t code) {
+  const int exp_field = (code >> 3) & 0xf, mantissa = code & 0x7;
+  float a;
+  if (exp_field == 0xf && mantissa == 0x7)
+    a = bits_float(0x7fc00000u);
+  else if (exp_field == 0)
+    a = static_cast<float>(mantissa) * 0x1p-9f;
+  else
+    a = static_cast<float>(8 + mantissa) * pow2f(exp_field - 10);
+  return (code & 0x80) ? -a : a;
+}
+
+// e2m1 code (4 bits) of a value on the e2m1 grid (|v| <= 6); -0 keeps its sign bit.
+DSV4_HD inline uint8_t e2m1_code(float v) {
+  const uint8_t sign = (float_bits(v) >> 28) & 0x8u;
+  const float a = fabsf(v);
+  // {0, .5, 1, 1.5, 2, 3, 4, 6} -> 0..7: twice the value below 2, then 4 + (a - 2) / 2 ... exactly.
+  const uint8_t magnitude = a < 2.0f ? static_cast<uint8_t>(a * 2.0f)
+                                     : static_cast<uint8_t>(a < 4.0f ? 2.0f + a : 4.0f + a * 0.5f);
+  return static_cast<uint8_t>(sign | magnitude);
+}
+
+DSV4_HD inline float e2m1_value(uint8_t code) {
+  const uint8_t m = code & 0x7;
+  const float a = m < 4 ? 0.5f * static_cast<float>(m) : (m < 6 ? static_cast<float>(m) - 2.0f : 4.0f + 2.0f * (m - 6));
+  return (code & 0x8) ? -a : a;
+}
+
+// UE8M0: a power-of-two scale 2^e stored as the biased exponent byte e + 127 (e in [-127, 127]).
+DSV4_HD inline uint8_t ue8m0_code(int exponent) { return static_cast<uint8_t>(exponent + 127); }
+DSV4_HD inline int ue8m0_exponent(uint8_t code) { return static_cast<int>(code) - 127; }
+// The scale a code stands for, as an fp32: 2^(code - 127); code 0 is the subnormal 2^-127.
+DSV4_HD inline float ue8m0_value(uint8_t code) {
+  return code == 0 ? bits_float(0x00400000u) : bits_float(static_cast<uint32_t>(code) << 23);
 }
 
 }  // namespace dsv4::cuda

@@ -1,17 +1,14 @@
 #pragma once
-// Host-side argument checks shared by the launchers: a bad call throws std::invalid_argument naming
-// what, what was expected and what was given, before anything is launched.
+// The compressor entry points' argument checks (cuda/common/launch_checks.h has the shared ones):
+// a bad call throws std::invalid_argument naming what, what was expected and what was given, before
+// anything is launched.
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 
+#include "cuda/common/launch_checks.h"
 #include "cuda/compressor/compressor_api.h"
 
 namespace dsv4::cuda::detail {
-
-inline void require(bool ok, const std::string& what) {
-  if (!ok) throw std::invalid_argument(what);
-}
 
 // ratio: the ratio the launcher implements; max_entry: largest entry index the call writes.
 inline void check_params(const CompressorParams& p, int ratio, int plan_ratio, int64_t max_entry,

@@ -1,23 +1,24 @@
-// The simple (v1) kernels and the state-write pass. See simple_kernels.h.
-#include "cuda/compressor/simple_kernels.h"
+// The v1 kernels and the state-write pass. See v1_kernels.h.
+#include "cuda/compressor/v1_kernels.h"
 
 #include <cmath>
 
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/launch_checks.h"
 #include "cuda/compressor/pooling.cuh"
 #include "cuda/compressor/postprocess_serial.cuh"
-#include "cuda/compressor/row_source.cuh"
+#include "cuda/compressor/rows.cuh"
 
 namespace dsv4::cuda::detail {
 namespace {
 
 constexpr int kThreads = 128;
 
-unsigned blocks_for(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+unsigned blocks_for(int64_t n, const char* who) { return grid_blocks(n, kThreads, who); }
 
 // One channel of ratio 4's 8-row window for entry j: rows 0..3 the previous block's "a" half
 // (channel c), rows 4..7 this block's "b" half (channel d + c); block 0 has kv 0, logit -inf there.
-__device__ void c4_window(const ChunkDesc& ch, int64_t j, int c, int d, const float* kv, const float* score,
+__device__ void c4_window_channel(const ChunkDesc& ch, int64_t j, int c, int d, const float* kv, const float* score,
                           const float* ape, const float* skv, const float* sscore, float (&wkv)[8],
                           float (&ws)[8]) {
   const int width = 2 * d;
@@ -57,48 +58,44 @@ __device__ float c128_pool_channel(const ChunkDesc& ch, int64_t j, int c, int d,
   return num / den;
 }
 
-__global__ void simple_pool_prefill_kernel(int ratio, int d, const EntryDesc* items,
-                                           int64_t n_items, const float* kv, const float* score,
-                                           const float* ape, const float* state_kv, const float* state_score,
-                                           float* pooled) {
+__global__ void pool_prefill_v1(int ratio, int d, const CompressorArgs a) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= n_items * d) return;
+  if (idx >= a.n_items * d) return;
   const int64_t item = idx / d;
   const int c = static_cast<int>(idx % d);
-  const EntryDesc e = items[item];
+  const EntryDesc e = a.items[item];
   const ChunkDesc ch = e.chunk;
   const int64_t state_size = (ratio == 4 ? 8LL * 2 * d : 128LL * d);
-  const float* skv = state_kv + ch.state_index * state_size;
-  const float* sscore = state_score + ch.state_index * state_size;
+  const float* skv = sequence_state<const float>(a.state_kv, ch.state_index, state_size);
+  const float* sscore = sequence_state<const float>(a.state_score, ch.state_index, state_size);
   if (ratio == 4) {
     float wkv[8], ws[8];
-    c4_window(ch, e.entry, c, d, kv, score, ape, skv, sscore, wkv, ws);
-    pooled[item * d + c] = pool_channel<8>(wkv, ws);
+    c4_window_channel(ch, e.entry, c, d, a.kv, a.score, a.ape, skv, sscore, wkv, ws);
+    a.pooled[item * d + c] = pool_channel<8>(wkv, ws);
   } else {
-    pooled[item * d + c] = c128_pool_channel(ch, e.entry, c, d, kv, score, ape, skv, sscore);
+    a.pooled[item * d + c] = c128_pool_channel(ch, e.entry, c, d, a.kv, a.score, a.ape, skv, sscore);
   }
 }
 
 // One thread per (sequence, channel c < d); ratio 4 owns columns c and d + c of the state.
-__global__ void simple_decode_pool_kernel(int ratio, int d, int batch, const int64_t* positions,
-                                          const int32_t* state_index, const float* kv, const float* score,
-                                          const float* ape, float* state_kv, float* state_score, float* pooled) {
+__global__ void pool_decode_v1(int ratio, int d, const CompressorArgs a) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= static_cast<int64_t>(batch) * d) return;
+  if (idx >= static_cast<int64_t>(a.batch) * d) return;
   const int b = static_cast<int>(idx / d);
   const int c = static_cast<int>(idx % d);
-  const int64_t pos = positions[b];
+  const int64_t pos = a.positions[b];
   const int slot = static_cast<int>(pos % ratio);
   const int coff = ratio == 4 ? 2 : 1;
   const int width = coff * d;
   const int64_t state_size = static_cast<int64_t>(coff) * ratio * width;
-  float* skv = state_kv + state_index[b] * state_size;
-  float* sscore = state_score + state_index[b] * state_size;
+  float* skv = sequence_state(a.state_kv, a.state_index[b], state_size);
+  float* sscore = sequence_state(a.state_score, a.state_index[b], state_size);
+  float* pooled = a.pooled;
   const int offset = ratio == 4 ? 4 : 0;
   for (int h = 0; h < coff; ++h) {
     const int col = h * d + c;
-    skv[(offset + slot) * width + col] = kv[static_cast<int64_t>(b) * width + col];
-    sscore[(offset + slot) * width + col] = score[static_cast<int64_t>(b) * width + col] + ape[slot * width + col];
+    skv[(offset + slot) * width + col] = a.kv[static_cast<int64_t>(b) * width + col];
+    sscore[(offset + slot) * width + col] = a.score[static_cast<int64_t>(b) * width + col] + a.ape[slot * width + col];
   }
   if (slot != ratio - 1) return;
   if (ratio == 4) {
@@ -129,22 +126,18 @@ __global__ void simple_decode_pool_kernel(int ratio, int d, int batch, const int
   }
 }
 
-__global__ void simple_postprocess_items_kernel(int d, Kind kind, const float* norm, double eps, const float* rope,
-                                                const EntryDesc* items, int64_t n_items, const float* pooled,
-                                                uint16_t* entries) {
+__global__ void postprocess_prefill_v1(int d, Kind kind, const CompressorArgs a) {
   const int64_t item = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (item >= n_items) return;
-  postprocess_entry_serial(pooled + item * d, d, kind, norm, eps, rope + items[item].entry * kRopeDim,
-                           entries + item * d);
+  if (item >= a.n_items) return;
+  postprocess_entry_serial(a.pooled + item * d, d, kind, a.norm, a.eps, a.rope + a.items[item].entry * kRopeDim,
+                           a.entries + item * d);
 }
 
-__global__ void simple_postprocess_decode_kernel(int ratio, int d, Kind kind, const float* norm, double eps,
-                                                 const float* rope, int batch, const int64_t* positions,
-                                                 const float* pooled, uint16_t* entries) {
+__global__ void postprocess_decode_v1(int ratio, int d, Kind kind, const CompressorArgs a) {
   const int b = blockIdx.x * blockDim.x + threadIdx.x;
-  if (b >= batch || (positions[b] + 1) % ratio != 0) return;
-  postprocess_entry_serial(pooled + static_cast<int64_t>(b) * d, d, kind, norm, eps,
-                           rope + positions[b] / ratio * kRopeDim, entries + static_cast<int64_t>(b) * d);
+  if (b >= a.batch || (a.positions[b] + 1) % ratio != 0) return;
+  postprocess_entry_serial(a.pooled + static_cast<int64_t>(b) * d, d, kind, a.norm, a.eps,
+                           a.rope + a.positions[b] / ratio * kRopeDim, a.entries + static_cast<int64_t>(b) * d);
 }
 
 // One thread per (chunk, column): reads everything its column needs, then writes it, so no thread
@@ -152,18 +145,20 @@ __global__ void simple_postprocess_decode_kernel(int ratio, int d, Kind kind, co
 // of its tokens may still sit in rows [4, 8) from an earlier call); rows 4 + t mod 4 get the new
 // tokens of the final partial block. Ratio 128: rows t mod 128 get the new tokens of the final
 // partial block.
-__global__ void state_write_kernel(int ratio, int d, const ChunkDesc* chunks, int n_chunks, const float* kv,
-                                   const float* score, const float* ape, float* state_kv, float* state_score) {
+__global__ void write_state(int ratio, int d, const CompressorArgs a) {
   const int coff = ratio == 4 ? 2 : 1;
   const int width = coff * d;
   const int chunk = blockIdx.y;
   const int col = blockIdx.x * blockDim.x + threadIdx.x;
-  if (chunk >= n_chunks || col >= width) return;
-  const ChunkDesc ch = chunks[chunk];
+  if (chunk >= a.n_chunks || col >= width) return;
+  const ChunkDesc ch = a.chunks[chunk];
   if (ch.length == 0) return;
   const int64_t state_size = static_cast<int64_t>(coff) * ratio * width;
-  float* skv = state_kv + ch.state_index * state_size;
-  float* sscore = state_score + ch.state_index * state_size;
+  float* skv = sequence_state(a.state_kv, ch.state_index, state_size);
+  float* sscore = sequence_state(a.state_score, ch.state_index, state_size);
+  const float* kv = a.kv;
+  const float* score = a.score;
+  const float* ape = a.ape;
   const int64_t end = ch.start_pos + ch.length;
   const int64_t tail_start = end / ratio * ratio;  // first token of the final partial block
   auto input = [&](int64_t t, float& k, float& s) {
@@ -202,50 +197,39 @@ __global__ void state_write_kernel(int ratio, int d, const ChunkDesc* chunks, in
 
 }  // namespace
 
-void simple_pool_prefill(const CompressorParams& p, const BatchPlan& plan, const float* kv, const float* score,
-                         const float* state_kv, const float* state_score, float* pooled, cudaStream_t stream) {
-  const int64_t n = plan.n_entries() * p.head_dim;
+void v1_pool_prefill(const CompressorParams& p, const CompressorArgs& a, cudaStream_t stream) {
+  const int64_t n = a.n_items * p.head_dim;
   if (n == 0) return;
-  simple_pool_prefill_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-      p.ratio, p.head_dim, plan.device_items(), plan.n_entries(), kv, score, p.ape,
-      state_kv, state_score, pooled);
+  pool_prefill_v1<<<blocks_for(n, "v1_pool_prefill"), kThreads, 0, stream>>>(p.ratio, p.head_dim, a);
   CUDA_CHECK_LAUNCH();
 }
 
-void simple_decode_pool(const CompressorParams& p, const DecodePlan& plan, const float* kv, const float* score,
-                        float* state_kv, float* state_score, float* pooled, cudaStream_t stream) {
-  const int64_t n = static_cast<int64_t>(plan.batch()) * p.head_dim;
+void v1_decode_pool(const CompressorParams& p, const CompressorArgs& a, cudaStream_t stream) {
+  const int64_t n = static_cast<int64_t>(a.batch) * p.head_dim;
   if (n == 0) return;
-  simple_decode_pool_kernel<<<blocks_for(n), kThreads, 0, stream>>>(
-      p.ratio, p.head_dim, plan.batch(), plan.device_positions(), plan.device_state_index(), kv, score, p.ape,
-      state_kv, state_score, pooled);
+  pool_decode_v1<<<blocks_for(n, "v1_decode_pool"), kThreads, 0, stream>>>(p.ratio, p.head_dim, a);
   CUDA_CHECK_LAUNCH();
 }
 
-void simple_postprocess(const CompressorParams& p, const BatchPlan& plan, const float* pooled, uint16_t* entries,
-                        cudaStream_t stream) {
-  if (plan.n_entries() == 0) return;
-  simple_postprocess_items_kernel<<<blocks_for(plan.n_entries()), kThreads, 0, stream>>>(
-      p.head_dim, p.kind, p.norm, p.norm_eps, p.rope, plan.device_items(), plan.n_entries(), pooled, entries);
+void v1_postprocess_prefill(const CompressorParams& p, const CompressorArgs& a, cudaStream_t stream) {
+  if (a.n_items == 0) return;
+  postprocess_prefill_v1<<<blocks_for(a.n_items, "v1_postprocess_prefill"), kThreads, 0, stream>>>(p.head_dim, p.kind,
+                                                                                                   a);
   CUDA_CHECK_LAUNCH();
 }
 
-void simple_postprocess(const CompressorParams& p, const DecodePlan& plan, const float* pooled, uint16_t* entries,
-                        cudaStream_t stream) {
-  if (plan.batch() == 0) return;
-  simple_postprocess_decode_kernel<<<blocks_for(plan.batch()), kThreads, 0, stream>>>(
-      p.ratio, p.head_dim, p.kind, p.norm, p.norm_eps, p.rope, plan.batch(), plan.device_positions(), pooled,
-      entries);
+void v1_postprocess_decode(const CompressorParams& p, const CompressorArgs& a, cudaStream_t stream) {
+  if (a.batch == 0) return;
+  postprocess_decode_v1<<<blocks_for(a.batch, "v1_postprocess_decode"), kThreads, 0, stream>>>(p.ratio, p.head_dim,
+                                                                                               p.kind, a);
   CUDA_CHECK_LAUNCH();
 }
 
-void state_write_pass(const CompressorParams& p, const BatchPlan& plan, const float* kv, const float* score,
-                      float* state_kv, float* state_score, cudaStream_t stream) {
-  if (plan.n_chunks() == 0) return;
+void state_write_pass(const CompressorParams& p, const CompressorArgs& a, cudaStream_t stream) {
+  if (a.n_chunks == 0) return;
   const int width = p.coff() * p.head_dim;
-  const dim3 grid(blocks_for(width), static_cast<unsigned>(plan.n_chunks()));
-  state_write_kernel<<<grid, kThreads, 0, stream>>>(p.ratio, p.head_dim, plan.device_chunks(), plan.n_chunks(), kv,
-                                                    score, p.ape, state_kv, state_score);
+  const dim3 grid(blocks_for(width, "state_write_pass"), static_cast<unsigned>(a.n_chunks));
+  write_state<<<grid, kThreads, 0, stream>>>(p.ratio, p.head_dim, a);
   CUDA_CHECK_LAUNCH();
 }
 
