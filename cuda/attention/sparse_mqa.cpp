@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -37,6 +38,8 @@ void check_pool(const PagedPool& p, int topk, const char* who, const char* name)
                                 std::to_string(p.num_pages));
 }
 
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 int device_sms(int device) {
   int sms = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -56,6 +59,8 @@ void check_decode(const DecodeArgs& a, Version v) {
   check_pool(a.extra_pool, a.extra_list.topk, who, "extra_pool");
   require(a.q != nullptr && a.out != nullptr && a.lse != nullptr,
           std::string(who) + ": q, out and lse must be device pointers, got a nullptr");
+  require(aligned16(a.q) && aligned16(a.out) && aligned16(a.pool.bytes) && aligned16(a.extra_pool.bytes),
+          std::string(who) + ": q, out and the pools must be 16-byte aligned (the kernels copy 16-byte chunks)");
   require(static_cast<int64_t>(a.list.topk) + a.extra_list.topk < (int64_t{1} << 30),
           std::string(who) + ": topk + extra_topk too large");
 }
@@ -146,6 +151,8 @@ void sparse_mqa_prefill(const PrefillArgs& a, Version v, cudaStream_t stream) {
   check_list(a.list, who.c_str(), "list");
   require(a.q != nullptr && a.out != nullptr, who + ": q and out must be device pointers, got a nullptr");
   require(a.list.topk == 0 || a.s_kv == 0 || a.kv != nullptr, who + ": kv is nullptr with s_kv = " + std::to_string(a.s_kv));
+  require(aligned16(a.q) && aligned16(a.kv) && aligned16(a.out),
+          who + ": q, kv and out must be 16-byte aligned (the kernels copy 16-byte chunks)");
   const PrefillParams p = make_prefill_params(a);
   if (v == Version::simple)
     detail::launch_simple(p, a.probs, stream);

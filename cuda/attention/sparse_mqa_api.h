@@ -23,7 +23,8 @@
 // for prefill, max_logits -inf. lse is natural-log and excludes the sink: lse = M + log(sum_j e^(s_j-M)).
 // A sink of +inf gives out 0, -inf no effect; no sink (nullptr) = -inf.
 //
-// All pointers are device pointers; bf16 tensors are passed as their uint16_t codes.
+// All pointers are device pointers, q, kv, out and the pools 16-byte aligned; bf16 tensors are
+// passed as their uint16_t codes.
 #include <cuda_runtime.h>
 
 #include <cstddef>
