@@ -2,11 +2,12 @@
 # One device call for the attention kernels (docs/cuda-attention.md): build, the GPU and host tests,
 # compute-sanitizer (memcheck, racecheck, initcheck) on the small cases, the C++ benchmark, the
 # export of its inputs and the Python FlashMLA / PyTorch comparison on them, ncu counters of the
-# tuned kernels. Logs go to $OUT (at most 8 files come back): env.txt build.log tests.log
+# tuned kernels, `dsv4-verify replay --backend cuda` of the bundled captures (both modes; appended
+# to tests.log). Logs go to $OUT (at most 8 files come back): env.txt build.log tests.log
 # sanitizer.log bench.txt bench.json python.txt ncu.txt. The last lines printed are a summary.
 #
 #   OUT=<dir> bash cuda/attention/run_on_h200.sh [steps...]
-#   (steps: build test sanitize bench python ncu; default all; about 8 minutes in all)
+#   (steps: build test replay sanitize bench python ncu; default all; about 8 minutes in all)
 #
 # FlashMLA is used only if `import flash_mla` works on the machine (built there from a fetched copy
 # by whoever runs this; nothing of it is in this repository). If the project's CMake configure fails
@@ -15,7 +16,7 @@ set -uo pipefail
 ROOT=$(pwd)
 OUT=${OUT:-$ROOT/out}
 mkdir -p "$OUT"
-STEPS=${*:-build test sanitize bench python ncu}
+STEPS=${*:-build test replay sanitize bench python ncu}
 BUILD=$ROOT/build/h200-attention
 JOBS=$(nproc)
 has() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -33,7 +34,7 @@ summary=()
 } > "$OUT/env.txt" 2>&1
 
 BIN=$BUILD/cuda
-TARGETS="test_cuda_attention test_cuda_attention_host dsv4-cuda-attention-bench dsv4-cuda-attention-export"
+TARGETS="test_cuda_attention test_cuda_attention_host test_cuda_attention_model1 dsv4-cuda-attention-bench dsv4-cuda-attention-export dsv4-verify"
 
 manual_build() {  # the same targets without CMake, from carried headers and libraries (.deps)
   local D=$ROOT/.deps M=$BUILD/manual
@@ -83,6 +84,20 @@ if has test; then
   rc=$?
   summary+=("tests rc=$rc ($((SECONDS - t0)) s): $(grep -E 'tests passed|tests failed|test cases:' "$OUT/tests.log" | tr '\n' ' ')")
   grep -E "within bounds|bitwise equal|worst error|FAILED|ERROR|failed" "$OUT/tests.log" | cut -c1-200 | head -40
+fi
+
+if has replay && [[ $USE_CTEST == 1 ]]; then  # every attention stage of the bundled captures on the kernels
+  t0=$SECONDS
+  {
+    for f in data/captures/*.h5; do
+      for mode in stage-local chained; do
+        echo "=== dsv4-verify replay $f --backend cuda --mode $mode ==="
+        timeout 120 "$BUILD/verify/cli/dsv4-verify" replay "$f" --backend cuda --mode "$mode" 2>&1 | tail -25
+        echo "exit code: ${PIPESTATUS[0]}"
+      done
+    done
+  } >> "$OUT/tests.log" 2>&1
+  summary+=("replay ($((SECONDS - t0)) s): $(grep -c 'exit code: 0' "$OUT/tests.log") of $(grep -c 'exit code:' "$OUT/tests.log") replays exit 0")
 fi
 
 if has sanitize; then
