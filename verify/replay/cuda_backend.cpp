@@ -1,6 +1,10 @@
 // The CUDA backend: the compressor stages (main and indexer) run on the kernels of cuda/compressor
-// through their oracle-typed wrappers (cuda/compressor/oracle_mirror.h); the gate projections
-// wkv(x), wgate(x) and every other stage come from the oracle. Built with the kernels only when the
+// through their oracle-typed wrappers (cuda/compressor/oracle_mirror.h); the attention core
+// (attn/core), its inverse RoPE (attn/out_heads) and the grouped wo_a (attn/wo_a) on the kernels
+// of cuda/attention through theirs (cuda/attention/attention_mirror.h: the sparse MQA reads the
+// call's kv rows as bf16, the mma version at head_dim 512 with heads in groups of 64, the simple
+// one otherwise); the gate projections wkv(x), wgate(x), wo_b and every other stage come from the
+// oracle. Built with the kernels only when the
 // build has them (target dsv4_cuda defines DSV4_HAVE_CUDA for this file); otherwise asking for it
 // says so. Extension point: a stage gets a kernel by overriding its ref::StageProvider entry here
 // and listing the entry in computes() (docs/architecture.md "Add a kernel").
@@ -11,6 +15,9 @@
 #ifdef DSV4_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include <cmath>
+
+#include "cuda/attention/attention_mirror.h"
 #include "cuda/compressor/oracle_mirror.h"
 #endif
 
@@ -22,13 +29,33 @@ namespace {
 class CudaBackend : public ref::StageProvider {
  public:
   std::string name() const override { return "cuda"; }
-  bool computes(ref::StageEntry entry) const override { return entry == ref::StageEntry::compress; }
+  bool computes(ref::StageEntry entry) const override {
+    return entry == ref::StageEntry::compress || entry == ref::StageEntry::sparse_mqa ||
+           entry == ref::StageEntry::inverse_rope_heads || entry == ref::StageEntry::grouped_wo_a;
+  }
   ref::CompressorOutput compress(const ref::AttentionLayer& l, ref::CompressorKind kind, const ref::Mat& x,
                                  int64_t start_pos, ref::CompressorState& state) const override {
     const ref::CompressorWeights& w =
         kind == ref::CompressorKind::main ? l.weights().compressor : l.weights().indexer.compressor;
     const ref::CompressorProjections proj = ref::compressor_projections(w, x, l.policy());
     return cuda::compress(w, kind, proj, start_pos, state, l.rope(), l.config().norm_eps);
+  }
+  // q [s, H*d], the call's kv rows, indices [s, K] -> attn/core [s, H*d]
+  ref::Mat sparse_mqa(const ref::AttentionLayer& l, const ref::Mat& q, const ref::AttentionKv& kv,
+                      const ref::IndexMat& indices) const override {
+    namespace attn = cuda::attention;
+    const ref::ModelConfig& c = l.config();
+    const attn::Version v = c.head_dim == attn::kHeadDim && c.n_heads % 64 == 0 ? attn::Version::mma : attn::Version::simple;
+    return attn::sparse_mqa(q, kv.rows(), l.weights().attn_sink, indices, c.n_heads,
+                            std::pow(static_cast<double>(c.head_dim), -0.5), attn::Probs::bf16, v);
+  }
+  // attn/core [s, H*d] -> attn/out_heads [s, H*d]
+  ref::Mat inverse_rope_heads(const ref::AttentionLayer& l, const ref::Mat& core, int64_t start_pos) const override {
+    return cuda::attention::inverse_rope_heads(core, start_pos, l.rope(), l.config().n_heads, l.config().head_dim);
+  }
+  // attn/out_heads [s, H*d] -> attn/wo_a [s, G*o_lora_rank]
+  ref::Mat grouped_wo_a(const ref::AttentionLayer& l, const ref::Mat& out_heads) const override {
+    return cuda::attention::grouped_wo_a(l.weights().wo_a, out_heads, l.config().o_groups);
   }
 };
 

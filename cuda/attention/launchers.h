@@ -1,0 +1,21 @@
+#pragma once
+// The version-specific launchers behind sparse_mqa_decode / sparse_mqa_prefill (sparse_mqa.cpp
+// checks the arguments and builds the params before calling them).
+#include <cuda_runtime.h>
+
+#include "cuda/attention/kernel_params.cuh"
+#include "cuda/attention/sparse_mqa_api.h"
+
+namespace dsv4::cuda::attention::detail {
+
+// v1 (sparse_mqa_simple.cu): one block of 64 threads per (query row, head).
+void launch_simple(const DecodeParams& p, Probs probs, cudaStream_t stream);
+void launch_simple(const PrefillParams& p, Probs probs, cudaStream_t stream);
+
+// v2 (sparse_mqa_mma.cu): 256 threads per (query row, 64 heads[, split]). splits > 1 writes partial
+// results to `workspace` (mma_workspace_bytes) and combines them in a second kernel.
+void launch_mma(const DecodeParams& p, Probs probs, int splits, void* workspace, cudaStream_t stream);
+void launch_mma(const PrefillParams& p, Probs probs, cudaStream_t stream);
+size_t mma_workspace_bytes(int64_t rows, int n_heads, int splits);
+
+}  // namespace dsv4::cuda::attention::detail

@@ -1,0 +1,625 @@
+// GPU tests of the CUDA sparse MQA kernels and the output path (label gpu), every version against
+// the oracle (reference/stages/sparse_mqa.h, output_projection.h) on fresh random and adversarial
+// inputs (production-kernels.md's list: -1 anywhere, whole leading 64-slot blocks invalid, rows
+// without a valid slot, out-of-range entries of every kind, lengths that cut the lists, huge
+// sinks, k = 0, irregular page sizes, NaN in every token no valid slot references).
+//
+// What is asserted, per call (attention_cases.h, docs/cuda-attention.md "Checks"):
+//   v1 simple  out bitwise equal to the oracle's bf16 codes (official policy, and official with
+//              fp32 probabilities), but for at most one (row, head) at one ulp (exp's last bit);
+//   v2 mma     out within the per-element bound and the per-(row, head) cos-diff bound derived for
+//              each policy; inf / NaN exactly where the oracle has them;
+//   both       lse (natural log, sink excluded, +inf without a valid slot) within its bound,
+//              prefill max_logits within the logit bound; every output element written (outputs
+//              poisoned with 0xFF first) and 256 guard bytes around each output untouched.
+// Plus: a row with one valid slot gives that slot's dequantized row exactly; 20 reruns are bitwise
+// identical; bad arguments throw; inverse RoPE bitwise equal to the oracle; wo_a within its bound.
+// The seed is printed; DSV4_TEST_SEED reproduces a run.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/attention/attention_mirror.h"
+#include "cuda/attention/output_path.h"
+#include "cuda/attention/sparse_mqa_api.h"
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/device_buffer.h"
+#include "cuda/tests/attention_cases.h"
+#include "reference/config.h"
+#include "reference/numerics/bf16.h"
+#include "reference/precision.h"
+#include "reference/primitives/rope.h"
+#include "reference/stages/output_projection.h"
+#include "reference/weights.h"
+#include "verify/layouts/flashmla_model1.h"
+
+using namespace dsv4;
+using namespace dsv4::cuda::attention;
+using cuda::DeviceBuffer;
+using cuda::GuardedBuffer;
+using ref::Index;
+using ref::Mat;
+using testing::Check;
+using testing::DecodeCase;
+using testing::DecodeShape;
+using testing::Expected;
+using testing::PrefillCase;
+using testing::PrefillShape;
+using testing::ProbsKind;
+
+namespace {
+
+uint64_t base_seed() {
+  static const uint64_t seed = [] {
+    uint64_t s = static_cast<uint64_t>(std::random_device{}()) << 32 | std::random_device{}();
+    if (const char* env = std::getenv("DSV4_TEST_SEED")) s = std::strtoull(env, nullptr, 10);
+    std::printf("test_cuda_attention: seed %llu (DSV4_TEST_SEED reproduces it)\n", static_cast<unsigned long long>(s));
+    return s;
+  }();
+  return seed;
+}
+
+std::mt19937_64 generator(uint64_t salt) { return std::mt19937_64(base_seed() ^ (salt * 0x9E3779B97F4A7C15ull)); }
+
+const char* name_of(Version v) { return v == Version::simple ? "simple" : "mma"; }
+const char* name_of(Probs p) { return p == Probs::bf16 ? "bf16 probs" : "fp32 probs"; }
+ProbsKind kind_of(Probs p) { return p == Probs::bf16 ? ProbsKind::bf16 : ProbsKind::fp32; }
+
+// MODEL1 bytes of a pool whose unreferenced rows are NaN: encoded with those rows zero, then every
+// byte of theirs (codes, rope dims, scales) set to 0xFF (NaN in e4m3, bf16 and UE8M0), as are the
+// page padding bytes. A kernel that reads such a token produces NaN.
+std::vector<uint8_t> model1_pool(const Mat& rows, int page_size) {
+  Mat clean = rows;
+  std::vector<char> poisoned(static_cast<size_t>(rows.rows()), 0);
+  for (Index i = 0; i < rows.rows(); ++i)
+    if (std::isnan(rows(i, 0))) {
+      poisoned[static_cast<size_t>(i)] = 1;
+      clean.row(i).setZero();
+    }
+  const layouts::Model1Layout layout{page_size};
+  std::vector<uint8_t> bytes = layouts::encode_model1(clean, layout);
+  REQUIRE(static_cast<int64_t>(bytes.size()) == layout.pool_bytes(rows.rows() / page_size));
+  for (Index i = 0; i < rows.rows(); ++i) {
+    if (!poisoned[static_cast<size_t>(i)]) continue;
+    std::fill_n(bytes.begin() + layout.data_offset(i), layouts::Model1Layout::kTokenDataBytes, uint8_t{0xFF});
+    std::fill_n(bytes.begin() + layout.scale_offset(i), layouts::Model1Layout::kTokenScaleBytes, uint8_t{0xFF});
+  }
+  const int64_t used = int64_t{584} * page_size;  // data + scales of a page; the rest is padding
+  for (int64_t p = 0; p < rows.rows() / page_size; ++p)
+    std::fill(bytes.begin() + p * layout.page_bytes() + used, bytes.begin() + (p + 1) * layout.page_bytes(), uint8_t{0xFF});
+  return bytes;
+}
+
+template <typename T>
+DeviceBuffer<T> upload(const std::vector<T>& v) {
+  return v.empty() ? DeviceBuffer<T>() : DeviceBuffer<T>(v);
+}
+
+// A decode case on the device.
+struct DeviceDecode {
+  const DecodeCase& c;
+  DeviceBuffer<uint8_t> pool, extra_pool;
+  DeviceBuffer<int32_t> list, extra_list, lengths, extra_lengths;
+  DeviceBuffer<uint16_t> q;
+  DeviceBuffer<float> sink;
+
+  explicit DeviceDecode(const DecodeCase& dc)
+      : c(dc),
+        pool(upload(dc.pool_rows.rows() ? model1_pool(dc.pool_rows, dc.page_size) : std::vector<uint8_t>{})),
+        extra_pool(upload(dc.extra_rows.rows() ? model1_pool(dc.extra_rows, dc.extra_page_size) : std::vector<uint8_t>{})),
+        list(upload(dc.list)),
+        extra_list(upload(dc.extra_list)),
+        lengths(upload(dc.lengths)),
+        extra_lengths(upload(dc.extra_lengths)),
+        q(upload(dc.q)),
+        sink(upload(dc.sink)) {}
+
+  DecodeArgs args(Probs probs) const {
+    DecodeArgs a;
+    a.batch = c.batch;
+    a.s_q = c.s_q;
+    a.n_heads = c.n_heads;
+    a.q = q.get();
+    a.pool = PagedPool{pool.get(), c.page_size, c.pool_rows.rows() / c.page_size};
+    a.list = IndexList{list.get(), c.topk, c.lengths.empty() ? nullptr : lengths.get()};
+    a.extra_pool = PagedPool{extra_pool.get(), c.extra_page_size, c.extra_rows.rows() / c.extra_page_size};
+    a.extra_list = IndexList{extra_list.get(), c.extra_topk, c.extra_lengths.empty() ? nullptr : extra_lengths.get()};
+    a.sink = c.sink.empty() ? nullptr : sink.get();
+    a.softmax_scale = c.scale;
+    a.probs = probs;
+    return a;
+  }
+};
+
+struct DecodeResult {
+  std::vector<uint16_t> out;
+  std::vector<float> lse;  // [rows, H] (from the kernel's [batch, H, s_q])
+  std::vector<float> raw_lse;
+};
+
+DecodeResult run_decode(const DeviceDecode& dd, Version v, Probs probs) {
+  const DecodeCase& c = dd.c;
+  const int64_t rows = c.rows();
+  GuardedBuffer<uint16_t> out(static_cast<size_t>(rows * c.n_heads * kHeadDim));
+  GuardedBuffer<float> lse(static_cast<size_t>(rows * c.n_heads));
+  out.poison(0xFF);
+  lse.poison(0xFF);
+  DecodeArgs a = dd.args(probs);
+  a.out = out.get();
+  a.lse = lse.get();
+  const size_t ws_bytes = decode_workspace_bytes(a, v);
+  DeviceBuffer<uint8_t> ws(ws_bytes);
+  sparse_mqa_decode(a, v, ws.get(), ws_bytes);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CHECK(out.damaged_guard_bytes() == 0);
+  CHECK(lse.damaged_guard_bytes() == 0);
+  DecodeResult r;
+  r.out = out.download();
+  r.raw_lse = lse.download();
+  r.lse.resize(r.raw_lse.size());
+  for (int64_t row = 0; row < rows; ++row)
+    for (int h = 0; h < c.n_heads; ++h) {
+      const int64_t b = row / c.s_q, i = row % c.s_q;
+      r.lse[static_cast<size_t>(row * c.n_heads + h)] = r.raw_lse[static_cast<size_t>((b * c.n_heads + h) * c.s_q + i)];
+    }
+  return r;
+}
+
+// Every element written: no 0xFFFF code (the poison; the kernels never write a NaN) left.
+void check_written(const std::vector<uint16_t>& out) {
+  int64_t left = 0;
+  for (uint16_t v : out) left += v == 0xFFFF;
+  CHECK_MESSAGE(left == 0, left << " output elements still hold the poison");
+}
+
+void check_decode(const DecodeCase& c, Version v, Probs probs) {
+  CAPTURE(c.name);
+  CAPTURE(name_of(v));
+  CAPTURE(name_of(probs));
+  const DeviceDecode dd(c);
+  const DecodeResult got = run_decode(dd, v, probs);  // before the oracle allocates anything
+  const Expected e = testing::expected(c.oracle_inputs(), kind_of(probs));
+  check_written(got.out);
+  const Check out = v == Version::simple ? testing::check_out_bitwise(e, got.out, 1) : testing::check_out(e, got.out);
+  CHECK_MESSAGE(out.ok, out.report);
+  MESSAGE(c.name << " " << name_of(v) << ", " << name_of(probs) << ": " << out.report);
+  const Check lse = testing::check_lse(e, got.lse);
+  CHECK_MESSAGE(lse.ok, lse.report);
+}
+
+const std::vector<Version> kVersions = {Version::simple, Version::mma};
+
+void check_prefill(const PrefillCase& c, Version v, Probs probs);
+const std::vector<Probs> kProbs = {Probs::bf16, Probs::fp32};
+
+DecodeShape flash_shape() {
+  DecodeShape s;
+  s.name = "V4-Flash b2 s_q2 h64 window 128 + top-512";
+  s.batch = 2;
+  s.s_q = 2;
+  s.n_heads = 64;
+  s.topk = 128;
+  s.extra_topk = 512;
+  s.page_size = 256;
+  s.extra_page_size = 64;
+  s.extra_tokens = 1024;
+  return s;
+}
+
+DecodeShape pro_shape() {
+  DecodeShape s;
+  s.name = "V4-Pro b1 s_q2 h128 window 128 + top-1024, compressed pages of 2";
+  s.batch = 1;
+  s.s_q = 2;
+  s.n_heads = 128;
+  s.topk = 128;
+  s.extra_topk = 1024;
+  s.page_size = 256;
+  s.extra_page_size = 2;
+  s.extra_tokens = 1536;
+  s.kv_sigma = 1.0;  // wider logits: the running max moves between blocks
+  return s;
+}
+
+}  // namespace
+
+// Small enough for compute-sanitizer (memcheck, racecheck, initcheck): every kernel and path once
+// (the split-KV decode with its combine, the unsplit one, both probability roundings, prefill).
+TEST_CASE("sanitizer: small decode and prefill on every version") {
+  DecodeShape s;
+  s.name = "sanitizer decode h64 b1 s_q2 topk 64 + 100";
+  s.batch = 1;
+  s.s_q = 2;
+  s.topk = 64;
+  s.extra_topk = 100;
+  s.page_size = 61;
+  s.extra_tokens = 256;
+  s.damage.invalid_fraction = 0.2;
+  s.damage.invalid_leading_blocks = 1;
+  s.damage.lengths = true;
+  s.sink_kind = 6;
+  std::mt19937_64 gen = generator(40);
+  const DecodeCase c = testing::make_decode_case(s, gen);
+  for (Version v : kVersions)
+    for (Probs p : kProbs) check_decode(c, v, p);
+  PrefillShape ps;
+  ps.name = "sanitizer prefill h64 s_q2 topk 128";
+  ps.s_q = 2;
+  ps.topk = 128;
+  ps.s_kv = 200;
+  ps.damage.invalid_fraction = 0.2;
+  ps.damage.out_of_range = true;
+  const PrefillCase pc = testing::make_prefill_case(ps, gen);
+  for (Version v : kVersions) check_prefill(pc, v, Probs::bf16);
+  // the unsplit decode (a grid of >= 132 blocks: one per SM of an H200)
+  DecodeShape wide = s;
+  wide.name = "sanitizer decode h64 b66 s_q2 topk 64 + 64";
+  wide.batch = 66;
+  wide.extra_topk = 64;
+  wide.damage = testing::Damage{};
+  const DecodeCase cw = testing::make_decode_case(wide, gen);
+  check_decode(cw, Version::mma, Probs::bf16);
+}
+
+TEST_CASE("decode: V4-Flash and V4-Pro shapes, every version and probability rounding") {
+  for (const DecodeShape& shape : {flash_shape(), pro_shape()}) {
+    std::mt19937_64 gen = generator(1);
+    const DecodeCase c = testing::make_decode_case(shape, gen);
+    for (Version v : kVersions)
+      for (Probs p : kProbs) check_decode(c, v, p);
+  }
+}
+
+TEST_CASE("decode: adversarial index lists, irregular pages, lengths, mixed sinks") {
+  DecodeShape s;
+  s.name = "adversarial h64 b4 s_q2 topk 100 + 200, pages 61 / 53";
+  s.batch = 4;
+  s.s_q = 2;
+  s.n_heads = 64;
+  s.topk = 100;
+  s.extra_topk = 200;
+  s.page_size = 61;
+  s.extra_page_size = 53;
+  s.window_tokens = 100;
+  s.extra_tokens = 300;
+  s.damage.invalid_fraction = 0.3;
+  s.damage.invalid_leading_blocks = 2;  // odd rows: the first 128 slots invalid (2 whole blocks)
+  s.damage.empty_rows = true;
+  s.damage.lengths = true;
+  s.damage.out_of_range = true;
+  s.sink_kind = 6;
+  std::mt19937_64 gen = generator(2);
+  const DecodeCase c = testing::make_decode_case(s, gen);
+  for (Version v : kVersions)
+    for (Probs p : kProbs) check_decode(c, v, p);
+}
+
+TEST_CASE("decode: a grid of 140 blocks (no split-KV) and s_q 1") {
+  DecodeShape s;
+  s.name = "h64 b70 s_q2 topk 64 + 128";
+  s.batch = 70;
+  s.s_q = 2;
+  s.topk = 64;
+  s.extra_topk = 128;
+  s.extra_tokens = 256;
+  s.damage.invalid_fraction = 0.05;
+  std::mt19937_64 gen = generator(3);
+  const DecodeCase c = testing::make_decode_case(s, gen);
+  for (Version v : kVersions) check_decode(c, v, Probs::bf16);
+  DecodeShape one = flash_shape();
+  one.name = "V4-Flash b3 s_q1";
+  one.batch = 3;
+  one.s_q = 1;
+  const DecodeCase c1 = testing::make_decode_case(one, gen);
+  for (Version v : kVersions) check_decode(c1, v, Probs::bf16);
+}
+
+TEST_CASE("decode: sinks of +inf, -inf, +80, -1e4 and none") {
+  for (int kind : {1, 2, 3, 4, 5}) {
+    DecodeShape s = flash_shape();
+    s.name = "sink kind " + std::to_string(kind);
+    s.batch = 1;
+    s.extra_topk = 64;
+    s.extra_tokens = 128;
+    s.sink_kind = kind;
+    std::mt19937_64 gen = generator(4 + static_cast<uint64_t>(kind));
+    const DecodeCase c = testing::make_decode_case(s, gen);
+    for (Version v : kVersions) check_decode(c, v, Probs::bf16);
+  }
+}
+
+TEST_CASE("decode: k = 0 (no compressed list) and no list at all") {
+  DecodeShape s = flash_shape();
+  s.name = "window only";
+  s.extra_topk = 0;
+  std::mt19937_64 gen = generator(10);
+  const DecodeCase window_only = testing::make_decode_case(s, gen);
+  s.name = "no slots";
+  s.topk = 0;
+  const DecodeCase none = testing::make_decode_case(s, gen);
+  for (Version v : kVersions) {
+    check_decode(window_only, v, Probs::bf16);
+    check_decode(none, v, Probs::bf16);
+    const DeviceDecode dd(none);
+    const DecodeResult r = run_decode(dd, v, Probs::bf16);
+    for (uint16_t x : r.out) CHECK(x == 0);
+    for (float x : r.lse) CHECK(x == std::numeric_limits<float>::infinity());
+  }
+}
+
+TEST_CASE("decode: one valid slot gives its dequantized row exactly") {
+  DecodeShape s = flash_shape();
+  s.name = "one valid slot";
+  s.batch = 3;
+  s.sink_kind = 1;
+  std::mt19937_64 gen = generator(11);
+  DecodeCase c = testing::make_decode_case(s, gen);
+  // Row r keeps only slot keep[r]: the first slot, one in the middle of the second block (after a
+  // whole invalid block), the last extra slot.
+  const int slots = c.topk + c.extra_topk;
+  const int keep[] = {0, 64 + 17, slots - 1, 5, c.topk + 3, 130};
+  for (int64_t r = 0; r < c.rows(); ++r)
+    for (int k = 0; k < slots; ++k)
+      if (k != keep[r % 6]) {
+        if (k < c.topk)
+          c.list[static_cast<size_t>(r * c.topk + k)] = -1;
+        else
+          c.extra_list[static_cast<size_t>(r * c.extra_topk + k - c.topk)] = -1;
+      }
+  testing::poison_unreferenced(c);
+  for (Version v : kVersions)
+    for (Probs p : kProbs) {
+      CAPTURE(name_of(v));
+      CAPTURE(name_of(p));
+      const DeviceDecode dd(c);
+      const DecodeResult r = run_decode(dd, v, p);
+      for (int64_t row = 0; row < c.rows(); ++row) {
+        const int k = keep[row % 6];
+        REQUIRE(c.valid(row, k));
+        const Eigen::RowVectorXd want =
+            k < c.topk ? c.pool_rows.row(c.list[static_cast<size_t>(row * c.topk + k)]).eval()
+                       : c.extra_rows.row(c.extra_list[static_cast<size_t>(row * c.extra_topk + k - c.topk)]).eval();
+        for (int h = 0; h < c.n_heads; ++h)
+          for (int d = 0; d < kHeadDim; ++d) {
+            const double got = ref::bf16_decode(r.out[static_cast<size_t>((row * c.n_heads + h) * kHeadDim + d)]);
+            if (got != want(d)) {
+              FAIL_CHECK("row " << row << " head " << h << " dim " << d << ": " << got << " != " << want(d));
+              break;
+            }
+          }
+      }
+    }
+}
+
+TEST_CASE("decode: 20 reruns are bitwise identical") {
+  std::mt19937_64 gen = generator(12);
+  DecodeShape s = flash_shape();
+  s.damage.invalid_fraction = 0.1;
+  const DecodeCase c = testing::make_decode_case(s, gen);
+  const DeviceDecode dd(c);
+  for (Version v : kVersions)
+    for (Probs p : kProbs) {
+      CAPTURE(name_of(v));
+      CAPTURE(name_of(p));
+      const DecodeResult first = run_decode(dd, v, p);
+      for (int i = 0; i < 19; ++i) {
+        const DecodeResult again = run_decode(dd, v, p);
+        CHECK(again.out == first.out);
+        CHECK(std::memcmp(again.raw_lse.data(), first.raw_lse.data(), first.raw_lse.size() * sizeof(float)) == 0);
+      }
+    }
+}
+
+TEST_CASE("decode: bad arguments throw before launching") {
+  std::mt19937_64 gen = generator(13);
+  DecodeShape s = flash_shape();
+  s.batch = 1;
+  const DecodeCase c = testing::make_decode_case(s, gen);
+  const DeviceDecode dd(c);
+  DeviceBuffer<uint16_t> out(static_cast<size_t>(c.rows() * c.n_heads * kHeadDim));
+  DeviceBuffer<float> lse(static_cast<size_t>(c.rows() * c.n_heads));
+  DecodeArgs a = dd.args(Probs::bf16);
+  a.out = out.get();
+  a.lse = lse.get();
+  DecodeArgs bad = a;
+  bad.n_heads = 48;  // the mma version needs a multiple of 64
+  CHECK_THROWS_AS(sparse_mqa_decode(bad, Version::mma), std::invalid_argument);
+  bad = a;
+  bad.out = nullptr;
+  CHECK_THROWS_AS(sparse_mqa_decode(bad, Version::simple), std::invalid_argument);
+  bad = a;
+  bad.pool.page_size = 0;
+  CHECK_THROWS_AS(sparse_mqa_decode(bad, Version::simple), std::invalid_argument);
+  bad = a;
+  bad.list.topk = -1;
+  CHECK_THROWS_AS(sparse_mqa_decode(bad, Version::simple), std::invalid_argument);
+  // a shape that splits (b 1) without its workspace
+  if (decode_workspace_bytes(a, Version::mma) > 0) CHECK_THROWS_AS(sparse_mqa_decode(a, Version::mma), std::invalid_argument);
+  PrefillArgs p;
+  p.s_q = 1;
+  p.n_heads = 64;
+  p.head_dim = 100;
+  CHECK_THROWS_AS(sparse_mqa_prefill(p, Version::simple), std::invalid_argument);
+}
+
+// ---- prefill ------------------------------------------------------------------------------------
+
+namespace {
+
+void check_prefill(const PrefillCase& c, Version v, Probs probs) {
+  CAPTURE(c.name);
+  CAPTURE(name_of(v));
+  CAPTURE(name_of(probs));
+  DeviceBuffer<uint16_t> q(c.q), kv(testing::bf16_codes(c.kv));
+  DeviceBuffer<int32_t> list = upload(c.list), lengths = upload(c.lengths);
+  DeviceBuffer<float> sink = upload(c.sink);
+  GuardedBuffer<uint16_t> out(c.q.size());
+  GuardedBuffer<float> lse(static_cast<size_t>(int64_t{c.s_q} * c.n_heads)), max_logits(lse.size());
+  out.poison(0xFF);
+  lse.poison(0xFF);
+  max_logits.poison(0xFF);
+  PrefillArgs a;
+  a.s_q = c.s_q;
+  a.n_heads = c.n_heads;
+  a.head_dim = c.head_dim;
+  a.s_kv = c.kv.rows();
+  a.q = q.get();
+  a.kv = kv.get();
+  a.list = IndexList{list.get(), c.topk, c.lengths.empty() ? nullptr : lengths.get()};
+  a.sink = c.sink.empty() ? nullptr : sink.get();
+  a.softmax_scale = c.scale;
+  a.probs = probs;
+  a.out = out.get();
+  a.lse = lse.get();
+  a.max_logits = max_logits.get();
+  sparse_mqa_prefill(a, v);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CHECK(out.damaged_guard_bytes() == 0);
+  CHECK(lse.damaged_guard_bytes() == 0);
+  CHECK(max_logits.damaged_guard_bytes() == 0);
+  const std::vector<uint16_t> got = out.download();
+  const Expected e = testing::expected(c.oracle_inputs(), kind_of(probs));
+  check_written(got);
+  const Check o = v == Version::simple ? testing::check_out_bitwise(e, got, 1) : testing::check_out(e, got);
+  CHECK_MESSAGE(o.ok, o.report);
+  MESSAGE(c.name << " " << name_of(v) << ", " << name_of(probs) << ": " << o.report);
+  const Check l = testing::check_lse(e, lse.download());
+  CHECK_MESSAGE(l.ok, l.report);
+  const Check m = testing::check_max_logit(e, max_logits.download());
+  CHECK_MESSAGE(m.ok, m.report);
+}
+
+}  // namespace
+
+TEST_CASE("prefill: V4-Flash and V4-Pro shapes with every kind of invalid entry") {
+  PrefillShape flash;
+  flash.name = "prefill h64 top-512 s_kv 1000";
+  flash.s_q = 6;
+  flash.n_heads = 64;
+  flash.topk = 512;
+  flash.s_kv = 1000;
+  flash.damage.invalid_fraction = 0.2;
+  flash.damage.invalid_leading_blocks = 1;
+  flash.damage.empty_rows = true;
+  flash.damage.lengths = true;
+  flash.damage.out_of_range = true;
+  flash.sink_kind = 6;
+  PrefillShape pro;
+  pro.name = "prefill h128 top-1024 s_kv 2048";
+  pro.s_q = 3;
+  pro.n_heads = 128;
+  pro.topk = 1024;
+  pro.s_kv = 2048;
+  pro.kv_sigma = 1.0;
+  PrefillShape few;
+  few.name = "prefill s_kv 95 < topk 128";
+  few.s_q = 4;
+  few.topk = 128;
+  few.s_kv = 95;
+  few.damage.invalid_fraction = 0.1;
+  few.damage.out_of_range = true;
+  for (const PrefillShape& shape : {flash, pro, few}) {
+    std::mt19937_64 gen = generator(20);
+    const PrefillCase c = testing::make_prefill_case(shape, gen);
+    for (Version v : kVersions)
+      for (Probs p : kProbs) check_prefill(c, v, p);
+  }
+}
+
+TEST_CASE("prefill: head_dim 128 (the tiny config) on the simple version") {
+  PrefillShape s;
+  s.name = "prefill tiny dims h4 d128 topk 24";
+  s.s_q = 13;
+  s.n_heads = 4;
+  s.head_dim = 128;
+  s.topk = 24;
+  s.s_kv = 40;
+  s.damage.invalid_fraction = 0.2;
+  std::mt19937_64 gen = generator(21);
+  const PrefillCase c = testing::make_prefill_case(s, gen);
+  for (Probs p : kProbs) check_prefill(c, Version::simple, p);
+}
+
+TEST_CASE("prefill: the oracle-typed wrapper equals ref::sparse_mqa") {
+  PrefillShape s;
+  s.name = "wrapper";
+  s.s_q = 5;
+  s.topk = 192;
+  s.s_kv = 300;
+  s.damage.invalid_fraction = 0.2;
+  std::mt19937_64 gen = generator(22);
+  const PrefillCase c = testing::make_prefill_case(s, gen);
+  const testing::OracleInputs in = c.oracle_inputs();
+  const Mat got = cuda::attention::sparse_mqa(in.q, in.kv, in.sink, in.indices, in.n_heads, in.scale, Probs::bf16,
+                                              Version::simple);
+  const Expected e = testing::expected(in, ProbsKind::bf16);
+  const Check ch = testing::check_out_bitwise(e, testing::bf16_codes(got), 1);
+  CHECK_MESSAGE(ch.ok, ch.report);
+}
+
+// ---- output path --------------------------------------------------------------------------------
+
+TEST_CASE("output path: inverse RoPE is bitwise the oracle's") {
+  for (const ref::ModelConfig& cfg : {ref::ModelConfig::flash(), ref::ModelConfig::tiny()}) {
+    CAPTURE(cfg.name);
+    const ref::PrecisionPolicy p = ref::PrecisionPolicy::official();
+    std::mt19937_64 gen = generator(30);
+    std::uniform_real_distribution<double> u(-2, 2);
+    for (int ratio : {0, 4}) {
+      const ref::RopeTable rope = ref::RopeTable::for_layer(cfg, ratio, p);
+      Mat o(7, static_cast<Index>(cfg.n_heads) * cfg.head_dim);
+      for (Index i = 0; i < o.size(); ++i) o.data()[i] = ref::round_to(ref::Storage::bf16, u(gen));
+      for (int64_t start : {int64_t{0}, int64_t{121}, int64_t{65530}}) {
+        const Mat want = ref::inverse_rope_heads(o, start, rope, cfg, p);
+        const Mat got = cuda::attention::inverse_rope_heads(o, start, rope, cfg.n_heads, cfg.head_dim);
+        CHECK(got == want);
+      }
+    }
+  }
+}
+
+TEST_CASE("output path: grouped wo_a within the fp32-accumulation bound") {
+  for (const ref::ModelConfig& cfg : {ref::ModelConfig::flash(), ref::ModelConfig::tiny()}) {
+    CAPTURE(cfg.name);
+    const ref::PrecisionPolicy p = ref::PrecisionPolicy::official();
+    std::mt19937_64 gen = generator(31);
+    std::normal_distribution<double> n01(0, 1);
+    const Index width = static_cast<Index>(cfg.n_heads) * cfg.head_dim / cfg.o_groups;
+    ref::AttentionWeights w;
+    w.wo_a.resize(static_cast<Index>(cfg.o_groups) * cfg.o_lora_rank, width);
+    for (Index i = 0; i < w.wo_a.size(); ++i) w.wo_a.data()[i] = ref::round_to(ref::Storage::bf16, n01(gen) / std::sqrt(double(width)));
+    Mat o(9, static_cast<Index>(cfg.n_heads) * cfg.head_dim);
+    for (Index i = 0; i < o.size(); ++i) o.data()[i] = ref::round_to(ref::Storage::bf16, 0.1 * n01(gen));
+    const Mat want = ref::grouped_wo_a(w, o, cfg, p);
+    const Mat got = cuda::attention::grouped_wo_a(w.wo_a, o, cfg.o_groups);
+    REQUIRE(got.rows() == want.rows());
+    REQUIRE(got.cols() == want.cols());
+    int64_t bad = 0;
+    double worst = 0;
+    for (Index t = 0; t < o.rows(); ++t)
+      for (int g = 0; g < cfg.o_groups; ++g)
+        for (int r = 0; r < cfg.o_lora_rank; ++r) {
+          double mag = 0;
+          for (Index k = 0; k < width; ++k) mag += std::fabs(o(t, g * width + k) * w.wo_a(g * cfg.o_lora_rank + r, k));
+          const Index col = static_cast<Index>(g) * cfg.o_lora_rank + r;
+          // cuBLAS accumulates the K = width exact bf16 products in fp32 in an order (and split)
+          // of its own: at most one fp32 ulp of the running magnitude per addition, K 2^-23 sum|o w|,
+          // doubled for truncating adders; then both results round to bf16 (2^-8 of each).
+          const double bound = static_cast<double>(width) * 0x1p-22 * mag + 0x1p-8 * (std::fabs(got(t, col)) + std::fabs(want(t, col)));
+          const double err = std::fabs(got(t, col) - want(t, col));
+          if (bound > 0) worst = std::max(worst, err / bound);
+          bad += err > bound;
+        }
+    CHECK_MESSAGE(bad == 0, bad << " values outside the bound, worst error/bound " << worst);
+    MESSAGE(cfg.name << " wo_a: worst error/bound " << worst);
+  }
+}
