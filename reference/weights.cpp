@@ -4,14 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numbers>
-#include <random>
 #include <stdexcept>
 #include <string>
 
 #include "reference/numerics/storage.h"
 #include "reference/parallel.h"
 #include "reference/primitives/linear.h"
+#include "reference/random.h"
 
 namespace dsv4::ref {
 
@@ -121,39 +120,6 @@ void AttentionWeights::validate(const ModelConfig& cfg) const {
 }
 
 namespace {
-
-// splitmix64: turns (seed, tensor, row block) into well-spread seeds for independent streams.
-uint64_t splitmix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// Standard normal draws by Box-Muller on mt19937_64's output (std::normal_distribution is
-// avoided: its algorithm differs between standard libraries, so its values would too).
-class NormalStream {
- public:
-  explicit NormalStream(uint64_t seed) : rng_(seed) {}
-  double operator()() {
-    if (has_spare_) {
-      has_spare_ = false;
-      return spare_;
-    }
-    const double u1 = (static_cast<double>(rng_() >> 11) + 0.5) * 0x1p-53;  // in (0, 1)
-    const double u2 = static_cast<double>(rng_() >> 11) * 0x1p-53;          // in [0, 1)
-    const double radius = std::sqrt(-2 * std::log(u1));
-    const double angle = 2 * std::numbers::pi * u2;
-    spare_ = radius * std::sin(angle);
-    has_spare_ = true;
-    return radius * std::cos(angle);
-  }
-
- private:
-  std::mt19937_64 rng_;
-  bool has_spare_ = false;
-  double spare_ = 0;
-};
 
 // Fills tensors with mean + stddev * N(0, 1). Tensor number k (in the fixed order of random())
 // draws from its own streams, one per block of 64 rows seeded from (seed, k, block), values in

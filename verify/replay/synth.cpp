@@ -2,15 +2,13 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
-#include <numbers>
-#include <random>
 #include <stdexcept>
 
 #include "reference/kv_cache.h"
 #include "reference/layer.h"
 #include "reference/numerics/storage.h"
 #include "reference/precision.h"
+#include "reference/random.h"
 #include "reference/weights.h"
 #include "reference/call_geometry.h"
 #include "reference/stage_registry.h"
@@ -20,24 +18,12 @@ namespace dsv4::verify {
 
 namespace {
 
-// splitmix64's finaliser: independent seeds for (seed, layer, stream).
-uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-// The attention input of one sequence: N(0, 1) by Box-Muller on mt19937_64 (whose output the C++
-// standard fixes, unlike std::normal_distribution's), rounded to the activation storage.
+// The attention input of one sequence: N(0, 1) (reference/random.h, the cosine of each Box-Muller
+// pair, as synth has always drawn it), rounded to the activation storage.
 ref::Mat random_input(int64_t tokens, int dim, uint64_t seed, ref::Storage activations) {
-  std::mt19937_64 rng(seed);
+  ref::NormalStream normal(seed, ref::NormalStream::Pairs::cosine_only);
   ref::Mat x(tokens, dim);
-  for (ref::Index i = 0; i < x.size(); ++i) {
-    const double u1 = (static_cast<double>(rng() >> 11) + 0.5) * 0x1p-53;  // (0, 1)
-    const double u2 = static_cast<double>(rng() >> 11) * 0x1p-53;          // [0, 1)
-    x.data()[i] = ref::round_to(activations, std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
-  }
+  for (ref::Index i = 0; i < x.size(); ++i) x.data()[i] = ref::round_to(activations, normal());
   return x;
 }
 
@@ -130,16 +116,16 @@ Capture synthesize_capture(const SynthOptions& o) {
   c.precision = policy.name;
   for (size_t l = 0; l < o.ratios.size(); ++l) {
     const int ratio = o.ratios[l];
-    const uint64_t layer_seed = mix(o.seed ^ mix(l));
+    const uint64_t layer_seed = ref::splitmix64(o.seed ^ ref::splitmix64(l));
     LayerCapture layer;
     layer.index = static_cast<int>(l);
     layer.compress_ratio = ratio;
-    layer.weights = ref::AttentionWeights::random(cfg, ratio, mix(layer_seed ^ 1));
+    layer.weights = ref::AttentionWeights::random(cfg, ratio, ref::splitmix64(layer_seed ^ 1));
     const ref::AttentionLayer attention(cfg, layer.weights, policy);
     auto cache = ref::make_ring_cache(cfg, ratio, o.batch);
     std::vector<ref::Mat> x;
     for (int b = 0; b < o.batch; ++b)
-      x.push_back(random_input(tokens, cfg.dim, mix(layer_seed ^ mix(2 + b)), policy.activations));
+      x.push_back(random_input(tokens, cfg.dim, ref::splitmix64(layer_seed ^ ref::splitmix64(2 + b)), policy.activations));
 
     int64_t start = 0;
     for (size_t k = 0; k < lengths.size(); ++k) {
