@@ -19,6 +19,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/hadamard.cuh"
 #include "cuda/common/numerics.cuh"
 #include "cuda/compressor/postprocess_serial.cuh"
 
@@ -44,43 +45,6 @@ __device__ inline double entry_sum(double v, double* smem) {
     for (int w = 1; w < kWarpsPerEntry; ++w) total += smem[first + w];
     __syncthreads();  // smem is reused by the next call
     return total;
-  }
-}
-
-// Max over the `width` lanes of an aligned lane group (width 8 or 16).
-template <int kWidth>
-__device__ inline float group_max(float v) {
-#pragma unroll
-  for (int off = kWidth / 2; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-  return v;
-}
-
-// x[0..3]: this thread's 4 values at channels 4 lane .. 4 lane + 3 of a 128-channel vector held by
-// one warp. In-place natural-order Walsh-Hadamard butterflies in double (no scale).
-__device__ inline void hadamard128_warp(double (&x)[4]) {
-  const int lane = threadIdx.x % 32;
-  // h = 1 and h = 2: both partners in this thread.
-  double a = x[0], c = x[1];
-  x[0] = a + c;
-  x[1] = a - c;
-  a = x[2], c = x[3];
-  x[2] = a + c;
-  x[3] = a - c;
-  a = x[0], c = x[2];
-  x[0] = a + c;
-  x[2] = a - c;
-  a = x[1], c = x[3];
-  x[1] = a + c;
-  x[3] = a - c;
-  // h = 4 << m: partner lane = lane ^ (1 << m); the lower channel keeps a + c, the upper a - c.
-#pragma unroll
-  for (int m = 0; m < 5; ++m) {
-    const bool upper = (lane >> m) & 1;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const double partner = __shfl_xor_sync(0xffffffffu, x[i], 1 << m);
-      x[i] = upper ? partner - x[i] : x[i] + partner;
-    }
   }
 }
 

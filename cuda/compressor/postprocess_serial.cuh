@@ -6,6 +6,7 @@
 // One thread runs it per entry in the v1 kernels; the host test runs it on the CPU.
 #include <cstdint>
 
+#include "cuda/common/hadamard.cuh"
 #include "cuda/common/kinds.h"
 #include "cuda/common/numerics.cuh"
 
@@ -49,13 +50,7 @@ DSV4_HD inline void postprocess_entry_serial(const float* pooled, int d, Kind ki
   // them, then out = bf16(fp32(v * d^-1/2)); then FP4 blocks of 32 over all d dims.
   double v[kMaxIndexerDim];
   for (int c = 0; c < d; ++c) v[c] = bf16_value(out[c]);
-  for (int h = 1; h < d; h *= 2)
-    for (int i = 0; i < d; i += 2 * h)
-      for (int k = i; k < i + h; ++k) {
-        const double a = v[k], c = v[k + h];
-        v[k] = a + c;
-        v[k + h] = a - c;
-      }
+  hadamard_serial(v, d);
   const double scale = 1.0 / sqrt(static_cast<double>(d));
   for (int c = 0; c < d; ++c) out[c] = bf16_bits(static_cast<float>(v[c] * scale));
   for (int b0 = 0; b0 < d; b0 += kFp4Block) {

@@ -1,0 +1,80 @@
+// The indexer logits entry points (indexer_api.h): argument checks, then the version asked for.
+#include <string>
+
+#include "cuda/common/launch_checks.h"
+#include "cuda/indexer/indexer_api.h"
+#include "cuda/indexer/logits_launch.h"
+
+namespace dsv4::cuda {
+namespace {
+
+void check_common(const LogitsParams& p, const IndexerQueries& q, int64_t n_cols, Variant v, const char* who) {
+  const std::string w(who);
+  detail::require_variant(v == Variant::v1 || v == Variant::v2, v, who, "v1, v2");
+  detail::require(p.heads >= 1, w + ": heads must be >= 1, got " + std::to_string(p.heads));
+  detail::require(v != Variant::v2 || p.heads == 64,
+                  w + ": v2 computes 64 heads per query (one wgmma M tile), got " + std::to_string(p.heads) +
+                      " heads: use v1");
+  detail::require(q.count >= 0 && n_cols >= 0,
+                  w + ": negative sizes (queries " + std::to_string(q.count) + ", columns " + std::to_string(n_cols) + ")");
+  detail::require(q.count == 0 || (q.codes && q.scales && q.weights),
+                  w + ": the query codes, scales and weights must be device pointers, got a nullptr");
+}
+
+}  // namespace
+
+void indexer_logits_prefill(const LogitsParams& p, const IndexerQueries& q, const DenseKeys& keys, const int32_t* ks,
+                            const int32_t* ke, float* logits, int64_t n_cols, Variant v, cudaStream_t stream) {
+  check_common(p, q, n_cols, v, "indexer_logits_prefill");
+  if (q.count == 0 || n_cols == 0) return;
+  detail::require(ks && ke && logits, "indexer_logits_prefill: ks, ke and logits must be device pointers, got a nullptr");
+  detail::require(keys.count == 0 || (keys.codes && keys.scales),
+                  "indexer_logits_prefill: the key codes and scales must be device pointers, got a nullptr");
+  if (v == Variant::v1)
+    detail::prefill_logits_v1(p, q, keys, ks, ke, logits, n_cols, stream);
+  else
+    detail::prefill_logits_v2(p, q, keys, ks, ke, logits, n_cols, nullptr, stream);
+}
+
+void indexer_logits_decode(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
+                           const int32_t* context_lens, float* logits, int64_t n_cols, Variant v, cudaStream_t stream) {
+  check_common(p, q, n_cols, v, "indexer_logits_decode");
+  detail::require(keys.format == p.format, "indexer_logits_decode: the cache holds " +
+                                               std::string(format_name(keys.format)) + " keys, the call computes " +
+                                               format_name(p.format));
+  detail::require(keys.page_keys >= 1 && keys.table_stride >= 1,
+                  "indexer_logits_decode: page_keys and table_stride must be >= 1, got " +
+                      std::to_string(keys.page_keys) + " and " + std::to_string(keys.table_stride));
+  detail::require(v != Variant::v2 || keys.page_keys % 4 == 0,
+                  "indexer_logits_decode v2: page_keys must be a multiple of 4, got " + std::to_string(keys.page_keys));
+  if (q.count == 0 || n_cols == 0) return;
+  detail::require(context_lens && logits && keys.pool && keys.block_table,
+                  "indexer_logits_decode: context_lens, logits, the pool and the block table must be device pointers, "
+                  "got a nullptr");
+  if (v == Variant::v1)
+    detail::decode_logits_v1(p, q, keys, context_lens, logits, n_cols, stream);
+  else
+    detail::decode_logits_v2(p, q, keys, context_lens, logits, n_cols, nullptr, stream);
+}
+
+void check_decode_tables(const PagedKeys& keys, int batch, const int32_t* context_lens_host,
+                         const int32_t* block_table_host, int64_t n_cols) {
+  for (int b = 0; b < batch; ++b) {
+    const int64_t len = context_lens_host[b];
+    const std::string row = "indexer_logits_decode row " + std::to_string(b);
+    detail::require(len >= 0 && len <= n_cols, row + ": context length " + std::to_string(len) +
+                                                   " outside [0, n_cols = " + std::to_string(n_cols) + "]");
+    const int64_t pages = (len + keys.page_keys - 1) / keys.page_keys;
+    detail::require(pages <= keys.table_stride, row + ": " + std::to_string(len) + " keys need " +
+                                                    std::to_string(pages) + " pages, the block table row holds " +
+                                                    std::to_string(keys.table_stride));
+    for (int64_t p = 0; p < pages; ++p) {
+      const int64_t page = block_table_host[static_cast<int64_t>(b) * keys.table_stride + p];
+      detail::require(page >= 0 && page < keys.pool_pages, row + ": page " + std::to_string(p) + " maps to pool page " +
+                                                               std::to_string(page) + ", the pool has " +
+                                                               std::to_string(keys.pool_pages));
+    }
+  }
+}
+
+}  // namespace dsv4::cuda

@@ -1,0 +1,205 @@
+// v2 of the indexer decode logits over a paged key cache (sm_90a, wgmma): a CTA of one warpgroup
+// takes one sequence's query (A operand built once) and a chunk of its keys; 64-key tiles stream
+// through a 4-stage cp.async ring (each key's code bytes and scale word found through the block
+// table and the layout: 16-byte copies for DeepGEMM's layout, 4-byte copies for the interleaved
+// one, whose key slots are 4-byte aligned only), then the tile MMA and the epilogue of
+// logits_tile.cuh, 64 logits a tile. Keys past the sequence's length are never read; their
+// columns are -inf exactly.
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/launch_checks.h"
+#include "cuda/common/numerics.cuh"
+#include "cuda/common/wgmma.cuh"
+#include "cuda/indexer/cache_layout.cuh"
+#include "cuda/indexer/indexer_api.h"
+#include "cuda/indexer/logits_launch.h"
+#include "cuda/indexer/logits_tile.cuh"
+
+namespace dsv4::cuda {
+namespace {
+
+using namespace logits_tile;
+
+constexpr int kTileKeys = 64;  // N
+constexpr int kThreads = kGroupThreads;
+constexpr int kStages = 4;
+constexpr int kTilesPerCta = 64;  // a CTA's chunk: 4096 keys of one sequence
+constexpr int kBBytes = kTileKeys * kIndexerDim;
+constexpr int kScaleBytes = kTileKeys * kIndexerScaleBytes;
+
+struct DecodeArgs {
+  IndexerQueries q;
+  PagedKeys keys;
+  const int32_t* context_lens;
+  float* logits;
+  int64_t n_cols;
+  int* inexact;
+};
+
+template <IndexerFormat F, ScoreStorage S>
+struct Smem {
+  static constexpr int kStageCodes = kTileKeys * code_bytes(F);  // FP8: the B operand; FP4: packed, row-major
+  alignas(128) uint8_t a[kQBytes];
+  alignas(128) uint8_t stage_codes[kStages][kStageCodes];
+  alignas(16) uint8_t stage_scales[kStages][kScaleBytes];
+  alignas(128) uint8_t b_unpacked[F == IndexerFormat::fp4 ? kBBytes : 16];
+  float slice_scale[F == IndexerFormat::fp4 ? 4 : 1][kTileKeys];
+  HeadSum<S> red[4 * kTileKeys];
+};
+
+// The copies of keys [64 tile, +64) of sequence b (those < len) into stage st.
+template <IndexerFormat F, ScoreStorage S, IndexerCacheLayout L>
+__device__ inline void load_tile(Smem<F, S>& sm, int st, int64_t tile, int64_t len, const PagedKeys& keys, int64_t b,
+                                 int t) {
+  constexpr int kCb = code_bytes(F);
+  const int32_t* table = keys.block_table + b * keys.table_stride;
+  if constexpr (L == IndexerCacheLayout::deepgemm) {
+    constexpr int kChunks = kTileKeys * kCb / 16;
+#pragma unroll
+    for (int u = t; u < kChunks; u += kThreads) {
+      const int row = F == IndexerFormat::fp8 ? u % kTileKeys : u / (kCb / 16);
+      const int chunk = F == IndexerFormat::fp8 ? u / kTileKeys : u % (kCb / 16);
+      const int64_t key = tile * kTileKeys + row;
+      const bool valid = key < len;
+      const int64_t k = valid ? key : 0;  // key 0 of the sequence: a valid address (len > 0 here)
+      const KeyOffsets at = key_offsets(L, F, keys.page_keys, table[k / keys.page_keys], static_cast<int>(k % keys.page_keys));
+      uint8_t* dst = F == IndexerFormat::fp8 ? sm.stage_codes[st] + wgmma::tile_offset(kTileKeys, row, 16 * chunk)
+                                             : sm.stage_codes[st] + row * kCb + 16 * chunk;
+      copy16(dst, keys.pool + at.codes + 16 * chunk, valid);
+    }
+  } else {  // interleaved: slots 4-byte aligned
+    constexpr int kWords = kTileKeys * kCb / 4;
+#pragma unroll 4
+    for (int u = t; u < kWords; u += kThreads) {
+      const int row = u / (kCb / 4), word = u % (kCb / 4);
+      const int64_t key = tile * kTileKeys + row;
+      const bool valid = key < len;
+      const int64_t k = valid ? key : 0;
+      const KeyOffsets at = key_offsets(L, F, keys.page_keys, table[k / keys.page_keys], static_cast<int>(k % keys.page_keys));
+      uint8_t* dst = F == IndexerFormat::fp8 ? sm.stage_codes[st] + wgmma::tile_offset(kTileKeys, row, 4 * word)
+                                             : sm.stage_codes[st] + row * kCb + 4 * word;
+      copy4(dst, keys.pool + at.codes + 4 * word, valid);
+    }
+  }
+  if (t < kTileKeys) {  // one scale word a key
+    const int64_t key = tile * kTileKeys + t;
+    const bool valid = key < len;
+    const int64_t k = valid ? key : 0;
+    const KeyOffsets at = key_offsets(L, F, keys.page_keys, table[k / keys.page_keys], static_cast<int>(k % keys.page_keys));
+    copy4(sm.stage_scales[st] + 4 * t, keys.pool + at.scale_word, valid);
+  }
+}
+
+template <IndexerFormat F, ScoreStorage S, IndexerCacheLayout L>
+__global__ void __launch_bounds__(kThreads) decode_logits_v2(const DecodeArgs a) {
+  extern __shared__ __align__(128) uint8_t smem_raw[];
+  Smem<F, S>& sm = *reinterpret_cast<Smem<F, S>*>(smem_raw);
+  const int t = threadIdx.x, lane = t % 32;
+  const int64_t b = blockIdx.x;
+  const int64_t len = a.context_lens[b];
+  const int64_t n_col_tiles = (a.n_cols + kTileKeys - 1) / kTileKeys;
+  const int64_t chunk_begin = static_cast<int64_t>(blockIdx.y) * kTilesPerCta;
+  const int64_t chunk_end = min(chunk_begin + kTilesPerCta, n_col_tiles);
+  const int64_t key_tiles = (len + kTileKeys - 1) / kTileKeys;
+  const int64_t last = min(chunk_end, key_tiles);  // tiles [chunk_begin, last) hold keys
+  float* out_row = a.logits + b * a.n_cols;
+  for (int64_t tile = max(last, chunk_begin); tile < chunk_end; ++tile) {
+    const int64_t col = tile * kTileKeys + t;
+    if (t < kTileKeys && col < a.n_cols) out_row[col] = -INFINITY;
+  }
+  const int64_t n_tiles = last - chunk_begin;
+  if (n_tiles <= 0) return;
+
+  for (int p = 0; p < kStages - 1; ++p) {
+    if (p < n_tiles) load_tile<F, S, L>(sm, p, chunk_begin + p, len, a.keys, b, t);
+    copy_commit();
+  }
+  float row_weights[2];
+  {
+    int inexact = 0;
+    build_query<F>(sm.a, a.q.codes + b * kHeads * code_bytes(F), a.q.scales + b * kHeads * kIndexerScaleBytes,
+                   a.q.weights + b * kHeads, t, row_weights, inexact);
+    if (F == IndexerFormat::fp4 && a.inexact != nullptr && inexact > 0) atomicAdd(a.inexact, inexact);
+  }
+
+  for (int64_t it = 0; it < n_tiles; ++it) {
+    const int st = static_cast<int>(it % kStages);
+    copy_wait<kStages - 2>();
+    wgmma::fence_shared_for_async();
+    __syncthreads();
+    if (it + kStages - 1 < n_tiles)
+      load_tile<F, S, L>(sm, (st + kStages - 1) % kStages, chunk_begin + it + kStages - 1, len, a.keys, b, t);
+    copy_commit();
+    const uint8_t* b_tile = sm.stage_codes[st];
+    if constexpr (F == IndexerFormat::fp4) {
+#pragma unroll
+      for (int u = t; u < kTileKeys * 8; u += kThreads) {
+        const int row = u % kTileKeys, chunk = u / kTileKeys;
+        const uint2 packed = *reinterpret_cast<const uint2*>(sm.stage_codes[st] + row * 64 + 8 * chunk);
+        *reinterpret_cast<uint4*>(sm.b_unpacked + wgmma::tile_offset(kTileKeys, row, 16 * chunk)) = unpack16(packed);
+      }
+      for (int u = t; u < 4 * kTileKeys; u += kThreads) {
+        const int key = u % kTileKeys, blk = u / kTileKeys;
+        sm.slice_scale[blk][key] = ue8m0_value(sm.stage_scales[st][key * kIndexerScaleBytes + blk]);
+      }
+      wgmma::fence_shared_for_async();
+      __syncthreads();
+      b_tile = sm.b_unpacked;
+    }
+    float acc[kTileKeys / 2];
+    tile_mma<F, kTileKeys>(acc, sm.a, b_tile, lane,
+                           [&](int blk, int col) { return sm.slice_scale[F == IndexerFormat::fp4 ? blk : 0][col]; });
+    const HeadSum<S> sum = head_sum<S, kTileKeys>(acc, row_weights, sm.red, t, 0);
+    const int64_t col = (chunk_begin + it) * kTileKeys + t;
+    if (t < kTileKeys && col < a.n_cols) {
+      float key_scale = 1.0f;
+      if constexpr (F == IndexerFormat::fp8) {  // the fp32 scale word of the paged layouts
+        key_scale = *reinterpret_cast<const float*>(sm.stage_scales[st] + t * kIndexerScaleBytes);
+      }
+      out_row[col] = col < len ? finish<S>(sum, key_scale) : -INFINITY;
+    }
+  }
+}
+
+template <IndexerFormat F, ScoreStorage S, IndexerCacheLayout L>
+void launch(const DecodeArgs& a, cudaStream_t stream) {
+  const int smem = static_cast<int>(sizeof(Smem<F, S>));
+  CUDA_CHECK(cudaFuncSetAttribute(decode_logits_v2<F, S, L>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const int64_t n_col_tiles = (a.n_cols + kTileKeys - 1) / kTileKeys;
+  const dim3 grid(static_cast<unsigned>(a.q.count), static_cast<unsigned>((n_col_tiles + kTilesPerCta - 1) / kTilesPerCta));
+  detail::require(grid.y <= 65535, "indexer_logits_decode v2: " + std::to_string(a.n_cols) +
+                                       " columns need more than 65535 chunks of 4096");
+  decode_logits_v2<F, S, L><<<grid, kThreads, smem, stream>>>(a);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <IndexerFormat F, ScoreStorage S>
+void launch_layout(const DecodeArgs& a, cudaStream_t stream) {
+  if (a.keys.layout == IndexerCacheLayout::deepgemm)
+    launch<F, S, IndexerCacheLayout::deepgemm>(a, stream);
+  else
+    launch<F, S, IndexerCacheLayout::interleaved>(a, stream);
+}
+
+}  // namespace
+
+namespace detail {
+
+void decode_logits_v2(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
+                      const int32_t* context_lens, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream) {
+  if (q.count == 0 || n_cols == 0) return;
+  require(q.count <= 0x7fffffffLL, "indexer_logits_decode v2: batch " + std::to_string(q.count) + " too large");
+  const DecodeArgs a{q, keys, context_lens, logits, n_cols, inexact};
+  if (p.format == IndexerFormat::fp4)
+    p.scores == ScoreStorage::bf16 ? launch_layout<IndexerFormat::fp4, ScoreStorage::bf16>(a, stream)
+                                   : launch_layout<IndexerFormat::fp4, ScoreStorage::fp32>(a, stream);
+  else
+    p.scores == ScoreStorage::bf16 ? launch_layout<IndexerFormat::fp8, ScoreStorage::bf16>(a, stream)
+                                   : launch_layout<IndexerFormat::fp8, ScoreStorage::fp32>(a, stream);
+}
+
+}  // namespace detail
+}  // namespace dsv4::cuda

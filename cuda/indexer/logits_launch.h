@@ -1,0 +1,22 @@
+#pragma once
+// The launchers behind indexer_logits_prefill / indexer_logits_decode (logits.cpp checks the
+// arguments and picks the version). inexact: a device counter of FP4 query elements whose scale
+// relative to their head's largest left the e4m3 grid (v2 only; nullptr: not counted).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/indexer/indexer_api.h"
+
+namespace dsv4::cuda::detail {
+
+void prefill_logits_v1(const LogitsParams& p, const IndexerQueries& q, const DenseKeys& keys, const int32_t* ks,
+                       const int32_t* ke, float* logits, int64_t n_cols, cudaStream_t stream);
+void prefill_logits_v2(const LogitsParams& p, const IndexerQueries& q, const DenseKeys& keys, const int32_t* ks,
+                       const int32_t* ke, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream);
+void decode_logits_v1(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
+                      const int32_t* context_lens, float* logits, int64_t n_cols, cudaStream_t stream);
+void decode_logits_v2(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
+                      const int32_t* context_lens, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream);
+
+}  // namespace dsv4::cuda::detail

@@ -1,0 +1,296 @@
+// Host-only tests of the indexer and top-k kernels' scalar code (no GPU needed, so CI runs them):
+// the v1 arithmetic (indexer_math.cuh, compiled here for the CPU) bit for bit against the oracle's
+// indexer_q and indexer_scores; the cache offsets against verify/layouts; the e2m1 -> e4m3 unpacking
+// on every code; the v2 epilogue's lane exchange simulated over a warp; the top-k order keys.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/common/numerics.cuh"
+#include "cuda/common/wgmma_layout.h"
+#include "cuda/indexer/cache_layout.cuh"
+#include "cuda/indexer/host_vectors.h"
+#include "cuda/indexer/indexer_math.cuh"
+#include "cuda/indexer/oracle_mirror.h"
+#include "cuda/indexer/tile_math.cuh"
+#include "cuda/topk/topk_keys.cuh"
+#include "reference/config.h"
+#include "reference/numerics/fp4_e2m1.h"
+#include "reference/numerics/fp8_e4m3.h"
+#include "reference/precision.h"
+#include "reference/stages/indexer.h"
+#include "reference/weights.h"
+#include "verify/layouts/deepgemm_indexer_cache.h"
+
+using namespace dsv4;
+using cuda::IndexerFormat;
+using cuda::ScoreStorage;
+using ref::Index;
+using ref::Mat;
+
+namespace {
+
+ref::PrecisionPolicy policy(IndexerFormat f, bool hadamard, ScoreStorage s) {
+  ref::PrecisionPolicy p = ref::PrecisionPolicy::official();
+  if (f == IndexerFormat::fp8) p.indexer_qk = ref::BlockFormat::fp8_per_head(128);
+  p.indexer_hadamard = hadamard;
+  p.indexer_scores = s == ScoreStorage::bf16 ? ref::Storage::bf16 : ref::Storage::fp32;
+  p.fp8_linears = ref::LinearKind::exact;  // the projection is an input here: one-hot rows pass it through
+  return p;
+}
+
+double bf16(double v) { return ref::round_to(ref::Storage::bf16, v); }
+
+// s tokens of IH heads of wq_b output: bf16 values with a spread of magnitudes (some tiny heads).
+Mat projection(Index s, int heads, std::mt19937_64& gen) {
+  std::normal_distribution<double> n(0, 1);
+  std::uniform_int_distribution<int> e(-8, 3);
+  Mat m(s, heads * 128);
+  for (Index i = 0; i < s; ++i)
+    for (int h = 0; h < heads; ++h) {
+      const double scale = std::ldexp(1.0, e(gen));
+      for (int c = 0; c < 128; ++c) m(i, h * 128 + c) = bf16(n(gen) * scale);
+    }
+  return m;
+}
+
+// The oracle's indexer_q of given projections: x = one-hot rows, wq_b = q_proj^T (exact linear).
+Mat oracle_q(const Mat& q_proj, int64_t start_pos, const ref::RopeTable& rope, const ref::ModelConfig& cfg,
+             const ref::PrecisionPolicy& p) {
+  ref::IndexerWeights w;
+  w.wq_b = q_proj.transpose();
+  return ref::indexer_q(w, Mat::Identity(q_proj.rows(), q_proj.rows()), start_pos, rope, cfg, p);
+}
+
+// q_vector_serial over every (token, head): values [s, IH*128] and the codes as HostVectors.
+Mat serial_q(const Mat& q_proj, int64_t start_pos, const ref::RopeTable& rope, int heads, IndexerFormat f,
+             bool hadamard, cuda::HostVectors& codes) {
+  const std::vector<float> table = cuda::position_rope(rope, start_pos, q_proj.rows());
+  codes.format = f;
+  codes.count = q_proj.rows() * heads;
+  codes.codes.assign(static_cast<size_t>(codes.count * cuda::code_bytes(f)), 0);
+  codes.scales.assign(static_cast<size_t>(codes.count * 4), 0);
+  Mat values(q_proj.rows(), q_proj.cols());
+  for (Index i = 0; i < q_proj.rows(); ++i)
+    for (int h = 0; h < heads; ++h) {
+      uint16_t x[128], v[128];
+      for (int c = 0; c < 128; ++c) x[c] = cuda::bf16_bits(static_cast<float>(q_proj(i, h * 128 + c)));
+      const int64_t vec = i * heads + h;
+      cuda::q_vector_serial(x, table.data() + i * 64, hadamard, f, codes.codes.data() + vec * cuda::code_bytes(f),
+                            codes.scales.data() + vec * 4, v);
+      for (int c = 0; c < 128; ++c) values(i, h * 128 + c) = cuda::bf16_value(v[c]);
+    }
+  return values;
+}
+
+}  // namespace
+
+TEST_CASE("q path: q_vector_serial equals the oracle's indexer_q bit for bit, codes included") {
+  ref::ModelConfig cfg = ref::ModelConfig::flash();
+  std::mt19937_64 gen(7);
+  const int heads = 4;
+  cfg.index_n_heads = heads;
+  for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8})
+    for (bool hadamard : {true, false}) {
+      const std::string format = cuda::format_name(f);
+      CAPTURE(format);
+      CAPTURE(hadamard);
+      const ref::PrecisionPolicy p = policy(f, hadamard, ScoreStorage::bf16);
+      const ref::RopeTable rope = ref::RopeTable::for_layer(cfg, 4, p);
+      const int64_t start_pos = 1000;  // angles of many turns
+      const Mat q_proj = projection(24, heads, gen);
+      const Mat want = oracle_q(q_proj, start_pos, rope, cfg, p);
+      cuda::HostVectors codes;
+      const Mat got = serial_q(q_proj, start_pos, rope, heads, f, hadamard, codes);
+      int64_t value_bad = 0, code_bad = 0;
+      for (Index i = 0; i < got.size(); ++i)
+        value_bad += std::bit_cast<uint64_t>(got.data()[i]) != std::bit_cast<uint64_t>(want.data()[i]);
+      for (int64_t vec = 0; vec < codes.count; ++vec) {  // the codes stand for the values
+        const Mat from_codes = cuda::dequantize_vectors(codes, vec, 1);
+        for (int c = 0; c < 128; ++c) code_bad += from_codes(0, c) != got(vec / heads, (vec % heads) * 128 + c);
+      }
+      CHECK(value_bad == 0);
+      CHECK(code_bad == 0);
+    }
+}
+
+TEST_CASE("logits: logit_serial equals the oracle's indexer_scores bit for bit, masks included") {
+  const ref::ModelConfig cfg = ref::ModelConfig::flash();
+  std::mt19937_64 gen(11);
+  const int heads = 8;
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8})
+    for (ScoreStorage s : {ScoreStorage::bf16, ScoreStorage::fp32}) {
+      const std::string format = cuda::format_name(f);
+      CAPTURE(format);
+      const std::string storage = cuda::storage_name(s);
+      CAPTURE(storage);
+      const ref::PrecisionPolicy p = policy(f, true, s);
+      const ref::RopeTable rope = ref::RopeTable::for_layer(cfg, 4, p);
+      const int64_t start_pos = 37, n_queries = 9;
+      const int64_t n_keys = (start_pos + n_queries) / 4;
+      cuda::HostVectors qc, kc;
+      const Mat q = serial_q(projection(n_queries, heads, gen), start_pos, rope, heads, f, true, qc);
+      const Mat key_rows = serial_q(projection(n_keys, 1, gen), 0, rope, 1, f, true, kc);
+      Mat w(n_queries, heads);
+      for (Index i = 0; i < w.size(); ++i) w.data()[i] = bf16(u(gen) * 0.1);
+      const Mat want = ref::indexer_scores(q, w, key_rows, start_pos, 4, p);
+      int64_t bad = 0, masked = 0;
+      for (int64_t i = 0; i < n_queries; ++i) {
+        std::vector<float> wf(static_cast<size_t>(heads));
+        for (int h = 0; h < heads; ++h) wf[static_cast<size_t>(h)] = static_cast<float>(w(i, h));
+        const auto q_head = [&](int h) {
+          const int64_t vec = i * heads + h;
+          return cuda::VectorView{qc.codes.data() + vec * cuda::code_bytes(f), qc.scales.data() + vec * 4, f, false};
+        };
+        for (int64_t j = 0; j < n_keys; ++j) {
+          const bool visible = j < (start_pos + i + 1) / 4;
+          masked += !visible && want(i, j) == -std::numeric_limits<double>::infinity();
+          if (!visible) continue;
+          const cuda::VectorView k{kc.codes.data() + j * cuda::code_bytes(f), kc.scales.data() + j * 4, f, false};
+          const float got = cuda::logit_serial(q_head, wf.data(), k, heads, s);
+          bad += std::bit_cast<uint64_t>(static_cast<double>(got)) != std::bit_cast<uint64_t>(want(i, j));
+        }
+      }
+      CHECK(bad == 0);
+      CHECK(masked > 0);  // the case has masked entries
+    }
+}
+
+TEST_CASE("paged cache offsets: the DeepGEMM layout matches verify/layouts, the interleaved one packs its pages") {
+  for (IndexerFormat f : {IndexerFormat::fp8, IndexerFormat::fp4}) {
+    layouts::DeepGemmIndexerLayout dg;
+    dg.element = f == IndexerFormat::fp8 ? layouts::IndexerCacheElement::fp8_e4m3 : layouts::IndexerCacheElement::fp4_e2m1;
+    int64_t bad = 0;
+    for (int64_t token = 0; token < 5 * 64; ++token) {
+      const cuda::KeyOffsets at =
+          cuda::key_offsets(cuda::IndexerCacheLayout::deepgemm, f, 64, token / 64, static_cast<int>(token % 64));
+      bad += at.codes != dg.data_offset(token) || at.scale_word != dg.scale_offset(token);
+    }
+    CHECK(bad == 0);
+    // Interleaved: the slots of a page tile its bytes exactly once.
+    const int64_t slot_bytes = cuda::code_bytes(f) + 4;
+    std::vector<int> covered(static_cast<size_t>(32 * slot_bytes), 0);
+    for (int u = 0; u < 32; ++u) {
+      const cuda::KeyOffsets at = cuda::key_offsets(cuda::IndexerCacheLayout::interleaved, f, 32, 0, u);
+      for (int64_t b = 0; b < cuda::code_bytes(f); ++b) ++covered[static_cast<size_t>(at.codes + b)];
+      for (int64_t b = 0; b < 4; ++b) ++covered[static_cast<size_t>(at.scale_word + b)];
+    }
+    CHECK(std::all_of(covered.begin(), covered.end(), [](int c) { return c == 1; }));
+  }
+}
+
+TEST_CASE("FP4 unpacking: every group of four e2m1 codes becomes their exact e4m3 codes") {
+  int64_t bad = 0;
+  for (uint32_t word = 0; word < 65536; ++word) {
+    const uint32_t out = cuda::logits_tile::e2m1x4_to_e4m3x4(word);
+    for (int k = 0; k < 4; ++k) {
+      const uint8_t nibble = static_cast<uint8_t>((word >> (4 * k)) & 0xf);
+      const uint8_t byte = static_cast<uint8_t>(out >> (8 * k));
+      bad += byte != ref::fp8_e4m3_encode(ref::fp4_e2m1_decode(nibble));  // -0 (0x8) -> 0x80
+    }
+  }
+  CHECK(bad == 0);
+  const uint4 v = cuda::logits_tile::unpack16(make_uint2(0x76543210u, 0xFEDCBA98u));  // codes 0..15 in order
+  const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+  for (int i = 0; i < 16; ++i)
+    CHECK(static_cast<uint8_t>(words[i / 4] >> (8 * (i % 4))) == ref::fp8_e4m3_encode(ref::fp4_e2m1_decode(static_cast<uint8_t>(i))));
+}
+
+namespace {
+
+// One warp of the v2 epilogue, simulated: lane l's slot c holds the sum of its two rows of column
+// slot_col(c, l); the three exchange rounds run in lock step; afterwards every owned slot must
+// hold the column's sum over the warp's 16 rows, and the owned columns must be every column once.
+template <int N>
+void simulate_exchange() {
+  constexpr int kSlots = N / 4;
+  // value(row, col): distinct powers of two, so a sum identifies exactly which terms it holds.
+  auto value = [](int row, int col) { return std::ldexp(1.0, row) * (col + 1); };
+  std::vector<std::vector<double>> v(32, std::vector<double>(kSlots));
+  for (int l = 0; l < 32; ++l)
+    for (int c = 0; c < kSlots; ++c) {
+      const int reg = 4 * (c / 2) + c % 2;
+      const int col = cuda::logits_tile::slot_col(c, l);
+      REQUIRE(col == cuda::wgmma::acc_col(reg, l));
+      REQUIRE(col == cuda::wgmma::acc_col(reg + 2, l));
+      v[l][c] = value(cuda::wgmma::acc_row(reg, 0, l), col) + value(cuda::wgmma::acc_row(reg + 2, 0, l), col);
+    }
+  for (int round = 0; round < 3; ++round) {
+    const int half = kSlots >> (round + 1);
+    std::vector<std::vector<double>> send(32, std::vector<double>(half));
+    std::vector<std::vector<double>> keep(32, std::vector<double>(half));
+    for (int l = 0; l < 32; ++l)
+      for (int k = 0; k < half; ++k) {
+        const bool upper = cuda::logits_tile::kept_upper(round, l);
+        keep[l][k] = upper ? v[l][half + k] : v[l][k];
+        send[l][k] = upper ? v[l][k] : v[l][half + k];
+      }
+    for (int l = 0; l < 32; ++l)
+      for (int k = 0; k < half; ++k) v[l][k] = keep[l][k] + send[l ^ (4 << round)][k];
+  }
+  std::vector<int> owners(N, 0);
+  int64_t bad = 0;
+  for (int l = 0; l < 32; ++l)
+    for (int k = 0; k < kSlots / 8; ++k) {
+      const int col = cuda::logits_tile::slot_col(cuda::logits_tile::owned_slot<kSlots>(k, l), l);
+      ++owners[static_cast<size_t>(col)];
+      double want = 0;
+      for (int row = 0; row < 16; ++row) want += value(row, col);
+      bad += v[l][k] != want;
+    }
+  CHECK(bad == 0);
+  CHECK(std::all_of(owners.begin(), owners.end(), [](int o) { return o == 1; }));
+}
+
+}  // namespace
+
+TEST_CASE("v2 epilogue: the lane exchange leaves each column's 16-row sum with exactly one lane") {
+  simulate_exchange<128>();
+  simulate_exchange<64>();
+}
+
+TEST_CASE("wgmma operand tiles: tile_offset is the no-swizzle K-major layout the descriptors describe") {
+  for (int rows : {64, 128}) {
+    const int lbo = rows * 16, sbo = 128;  // wgmma.cuh slice_descriptor
+    int64_t bad = 0;
+    for (int r = 0; r < rows; ++r)
+      for (int kb = 0; kb < 128; ++kb) {
+        const int slice = kb / 32, in_slice = kb % 32;
+        const int canonical = slice * 2 * lbo + (in_slice / 16) * lbo + (r / 8) * sbo + (r % 8) * 16 + in_slice % 16;
+        bad += cuda::wgmma::tile_offset(rows, r, kb) != canonical;
+      }
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("top-k order keys: the oracle's order (score descending, lower index first, -0 == +0)") {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> xs{inf, -inf, nan, 0.0f, -0.0f, 1e-45f, -1e-45f, 3.0f, -3.0f, 3.0f, std::numeric_limits<float>::max(),
+                        -std::numeric_limits<float>::max(), 1.5f, 1e-38f};
+  std::mt19937_64 gen(3);
+  std::uniform_real_distribution<float> u(-10, 10);
+  for (int i = 0; i < 200; ++i) xs.push_back(std::round(u(gen)));  // many ties
+  int64_t bad = 0;
+  for (size_t a = 0; a < xs.size(); ++a) {
+    const bool va = xs[a] > -inf;  // visible: not -inf, not NaN
+    bad += (cuda::order_key(xs[a]) != 0) != va;
+    for (size_t b = 0; b < xs.size(); ++b) {
+      if (!va || !(xs[b] > -inf)) continue;
+      const bool oracle_before = xs[a] > xs[b] || (xs[a] == xs[b] && a < b);
+      const bool key_before = cuda::composite(cuda::order_key(xs[a]), static_cast<uint32_t>(a)) >
+                              cuda::composite(cuda::order_key(xs[b]), static_cast<uint32_t>(b));
+      bad += oracle_before != key_before;
+    }
+    bad += cuda::composite_index(cuda::composite(cuda::order_key(xs[a]), static_cast<uint32_t>(a))) != a;
+  }
+  CHECK(bad == 0);
+}
