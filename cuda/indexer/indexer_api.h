@@ -69,9 +69,13 @@ struct DenseKeys {
 // Prefill: query i reads keys [ks[i], ke[i]) (none when ke[i] <= ks[i]; int32 [s] each) and writes
 // logits row i [n_cols] (fp32, row stride n_cols): its range the scores, every other column -inf
 // exactly. A key outside every range is never read. Requires ke[i] <= min(keys.count, n_cols).
+// fp4_inexact (v2, FP4; nullptr: not counted): a device int to which the kernel adds the number of
+// query elements whose block scale, relative to their head's largest, was below 2^-7 and so left the
+// e4m3 grid when folded into the operand: the logits are bitwise the oracle's only when it stays 0
+// (docs/cuda-indexer.md).
 void indexer_logits_prefill(const LogitsParams& p, const IndexerQueries& q, const DenseKeys& keys, const int32_t* ks,
                             const int32_t* ke, float* logits, int64_t n_cols, Variant v,
-                            cudaStream_t stream = nullptr);
+                            cudaStream_t stream = nullptr, int* fp4_inexact = nullptr);
 
 // The paged indexer-key cache of a batch of sequences (docs/cuda-indexer.md "Key caches"): a pool
 // of pages of page_keys keys each; key t of sequence b lives in pool page
@@ -100,7 +104,7 @@ struct PagedKeys {
 // host copies: context_lens_host, block_table_host).
 void indexer_logits_decode(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
                            const int32_t* context_lens, float* logits, int64_t n_cols, Variant v,
-                           cudaStream_t stream = nullptr);
+                           cudaStream_t stream = nullptr, int* fp4_inexact = nullptr);
 
 // The host-side checks of a decode call (indexer_logits_decode cannot read device memory before
 // launching): every length within n_cols and every page a length reaches inside the pool. Throws

@@ -24,7 +24,8 @@ void check_common(const LogitsParams& p, const IndexerQueries& q, int64_t n_cols
 }  // namespace
 
 void indexer_logits_prefill(const LogitsParams& p, const IndexerQueries& q, const DenseKeys& keys, const int32_t* ks,
-                            const int32_t* ke, float* logits, int64_t n_cols, Variant v, cudaStream_t stream) {
+                            const int32_t* ke, float* logits, int64_t n_cols, Variant v, cudaStream_t stream,
+                            int* fp4_inexact) {
   check_common(p, q, n_cols, v, "indexer_logits_prefill");
   if (q.count == 0 || n_cols == 0) return;
   detail::require(ks && ke && logits, "indexer_logits_prefill: ks, ke and logits must be device pointers, got a nullptr");
@@ -33,11 +34,12 @@ void indexer_logits_prefill(const LogitsParams& p, const IndexerQueries& q, cons
   if (v == Variant::v1)
     detail::prefill_logits_v1(p, q, keys, ks, ke, logits, n_cols, stream);
   else
-    detail::prefill_logits_v2(p, q, keys, ks, ke, logits, n_cols, nullptr, stream);
+    detail::prefill_logits_v2(p, q, keys, ks, ke, logits, n_cols, fp4_inexact, stream);
 }
 
 void indexer_logits_decode(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
-                           const int32_t* context_lens, float* logits, int64_t n_cols, Variant v, cudaStream_t stream) {
+                           const int32_t* context_lens, float* logits, int64_t n_cols, Variant v, cudaStream_t stream,
+                           int* fp4_inexact) {
   check_common(p, q, n_cols, v, "indexer_logits_decode");
   detail::require(keys.format == p.format, "indexer_logits_decode: the cache holds " +
                                                std::string(format_name(keys.format)) + " keys, the call computes " +
@@ -54,7 +56,7 @@ void indexer_logits_decode(const LogitsParams& p, const IndexerQueries& q, const
   if (v == Variant::v1)
     detail::decode_logits_v1(p, q, keys, context_lens, logits, n_cols, stream);
   else
-    detail::decode_logits_v2(p, q, keys, context_lens, logits, n_cols, nullptr, stream);
+    detail::decode_logits_v2(p, q, keys, context_lens, logits, n_cols, fp4_inexact, stream);
 }
 
 void check_decode_tables(const PagedKeys& keys, int batch, const int32_t* context_lens_host,

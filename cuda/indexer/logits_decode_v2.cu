@@ -57,18 +57,25 @@ __device__ inline void load_tile(Smem<F, S>& sm, int st, int64_t tile, int64_t l
   constexpr int kCb = code_bytes(F);
   const int32_t* table = keys.block_table + b * keys.table_stride;
   if constexpr (L == IndexerCacheLayout::deepgemm) {
-    constexpr int kChunks = kTileKeys * kCb / 16;
+    // FP8: thread u copies key row u % 64, the 32-byte sector u / 64 (two 16-byte halves through L1);
+    // FP4: row-major staging, 4 chunks a key, consecutive threads contiguous.
+    constexpr int kUnits = F == IndexerFormat::fp8 ? kTileKeys * 4 : kTileKeys * kCb / 16;
 #pragma unroll
-    for (int u = t; u < kChunks; u += kThreads) {
+    for (int u = t; u < kUnits; u += kThreads) {
       const int row = F == IndexerFormat::fp8 ? u % kTileKeys : u / (kCb / 16);
-      const int chunk = F == IndexerFormat::fp8 ? u / kTileKeys : u % (kCb / 16);
+      const int part = F == IndexerFormat::fp8 ? u / kTileKeys : u % (kCb / 16);
       const int64_t key = tile * kTileKeys + row;
       const bool valid = key < len;
       const int64_t k = valid ? key : 0;  // key 0 of the sequence: a valid address (len > 0 here)
       const KeyOffsets at = key_offsets(L, F, keys.page_keys, table[k / keys.page_keys], static_cast<int>(k % keys.page_keys));
-      uint8_t* dst = F == IndexerFormat::fp8 ? sm.stage_codes[st] + wgmma::tile_offset(kTileKeys, row, 16 * chunk)
-                                             : sm.stage_codes[st] + row * kCb + 16 * chunk;
-      copy16(dst, keys.pool + at.codes + 16 * chunk, valid);
+      if constexpr (F == IndexerFormat::fp8) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          copy16_l1(sm.stage_codes[st] + wgmma::tile_offset(kTileKeys, row, 32 * part + 16 * h),
+                    keys.pool + at.codes + 32 * part + 16 * h, valid);
+      } else {
+        copy16(sm.stage_codes[st] + row * kCb + 16 * part, keys.pool + at.codes + 16 * part, valid);
+      }
     }
   } else {  // interleaved: slots 4-byte aligned
     constexpr int kWords = kTileKeys * kCb / 4;

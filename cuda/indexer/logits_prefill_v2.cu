@@ -57,19 +57,27 @@ template <IndexerFormat F, ScoreStorage S>
 __device__ inline void load_tile(Smem<F, S>& sm, int st, int64_t tile, int64_t lo, int64_t hi, const DenseKeys& keys,
                                  int t) {
   constexpr int kCb = code_bytes(F);
-  constexpr int kChunks = kTileKeys * kCb / 16;
+  if constexpr (F == IndexerFormat::fp8) {
+    // Thread u: key row u % 128, 16-byte chunks 2p and 2p + 1 (p = u / 128, one 32-byte sector):
+    // consecutive threads store consecutive rows of a chunk (conflict-free in the tile layout).
 #pragma unroll
-  for (int u = t; u < kChunks; u += kThreads) {
-    // FP8: consecutive threads take consecutive keys of one 16-byte K chunk (conflict-free stores into
-    // the tile layout); FP4: row-major staging, 4 chunks a key.
-    const int row = F == IndexerFormat::fp8 ? u % kTileKeys : u / (kCb / 16);
-    const int chunk = F == IndexerFormat::fp8 ? u / kTileKeys : u % (kCb / 16);
-    const int64_t key = tile * kTileKeys + row;
-    const bool valid = key >= lo && key < hi;
-    const uint8_t* src = keys.codes + (valid ? key : lo) * kCb + 16 * chunk;
-    uint8_t* dst = F == IndexerFormat::fp8 ? sm.stage_codes[st] + wgmma::tile_offset(kTileKeys, row, 16 * chunk)
-                                           : sm.stage_codes[st] + row * kCb + 16 * chunk;
-    copy16(dst, src, valid);
+    for (int u = t; u < kTileKeys * 4; u += kThreads) {
+      const int row = u % kTileKeys, pair = u / kTileKeys;
+      const int64_t key = tile * kTileKeys + row;
+      const bool valid = key >= lo && key < hi;
+      const uint8_t* src = keys.codes + (valid ? key : lo) * kCb + 32 * pair;
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        copy16_l1(sm.stage_codes[st] + wgmma::tile_offset(kTileKeys, row, 32 * pair + 16 * h), src + 16 * h, valid);
+    }
+  } else {  // packed FP4, row-major staging: 4 chunks a key, consecutive threads contiguous
+#pragma unroll
+    for (int u = t; u < kTileKeys * kCb / 16; u += kThreads) {
+      const int row = u / (kCb / 16), chunk = u % (kCb / 16);
+      const int64_t key = tile * kTileKeys + row;
+      const bool valid = key >= lo && key < hi;
+      copy16(sm.stage_codes[st] + row * kCb + 16 * chunk, keys.codes + (valid ? key : lo) * kCb + 16 * chunk, valid);
+    }
   }
   if (t < kScaleBytes / 16) {  // 4 keys' scale words a thread
     const int64_t key = tile * kTileKeys + 4 * t;

@@ -1,0 +1,276 @@
+// GPU tests of the CUDA top-k and attention key lists (label gpu) against the oracle
+// (reference/stages/topk.h, index_lists.h), each case a harness case (harness.h).
+//
+// What is asserted, per row: the picks equal the oracle's topk_indices exactly (the set and the
+// order: score descending, the lower index first among equal scores), -1 after them. The oracle
+// sees each row's candidates [0, length) and -inf past it; the kernel's buffer holds +inf past the
+// length, which it must never read (a read would be picked first). NaN candidates are never picked
+// (the oracle is given -inf in their place: it refuses NaN). Plus: ReLU-like plateaus of equal
+// scores across the k-th boundary, +-inf and +-0, every dispatch boundary of v2 (the 32768-key
+// slice, the cluster sizes), lengths 0 to 1M, k from 1 to 2048, reruns and batch permutations
+// bitwise identical, and the key lists in the project's and the compact convention.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/device_buffer.h"
+#include "cuda/indexer/oracle_mirror.h"
+#include "cuda/tests/harness.h"
+#include "cuda/topk/topk_api.h"
+#include "reference/stages/index_lists.h"
+#include "reference/stages/topk.h"
+
+using namespace dsv4;
+using cuda::DeviceBuffer;
+using cuda::GuardedBuffer;
+using cuda::Variant;
+using cuda::testing::Case;
+using cuda::testing::CaseId;
+using cuda::testing::TallyBook;
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+enum class Scores { random, plateaus, specials };
+
+const char* scores_name(Scores s) { return s == Scores::random ? "random" : s == Scores::plateaus ? "plateaus" : "specials"; }
+
+// One row of `len` candidates.
+std::vector<float> row_scores(int64_t len, Scores kind, std::mt19937_64& gen) {
+  std::vector<float> x(static_cast<size_t>(len));
+  std::normal_distribution<float> n(0, 1);
+  std::uniform_int_distribution<int> pick(0, 99);
+  for (float& v : x) {
+    switch (kind) {
+      case Scores::random: v = n(gen); break;
+      case Scores::plateaus: {  // ReLU zeros and bf16-coarse values: many exact ties everywhere
+        const int p = pick(gen);
+        v = p < 60 ? 0.0f : (p < 65 ? -kInf : std::round(n(gen) * 4) / 4);
+        break;
+      }
+      case Scores::specials: {
+        const int p = pick(gen);
+        v = p < 3    ? kInf
+            : p < 10 ? -kInf
+            : p < 14 ? std::numeric_limits<float>::quiet_NaN()
+            : p < 20 ? -0.0f
+            : p < 26 ? 0.0f
+            : p < 30 ? std::numeric_limits<float>::denorm_min()
+                     : n(gen);
+        break;
+      }
+    }
+  }
+  return x;
+}
+
+// The oracle's picks of one row: its candidates, NaN as -inf, -inf padding up to k columns.
+std::vector<int32_t> oracle_row(const std::vector<float>& x, int k, int32_t offset) {
+  const int64_t n = std::max<int64_t>(static_cast<int64_t>(x.size()), k);
+  ref::Mat m = ref::Mat::Constant(1, n, -std::numeric_limits<double>::infinity());
+  for (size_t j = 0; j < x.size(); ++j) m(0, static_cast<ref::Index>(j)) = std::isnan(x[j]) ? -kInf : x[j];
+  const ref::IndexMat picks = ref::topk_indices(m, k, offset);
+  return std::vector<int32_t>(picks.data(), picks.data() + k);
+}
+
+struct Batch {
+  std::vector<std::vector<float>> rows;
+  int64_t stride = 0;
+  std::vector<float> flat;  // [rows, stride]; +inf past each length (must never be read)
+  std::vector<int32_t> lengths;
+  int64_t max_length = 0;
+
+  Batch(const std::vector<int64_t>& lens, Scores kind, std::mt19937_64& gen) {
+    for (int64_t l : lens) {
+      rows.push_back(row_scores(l, kind, gen));
+      max_length = std::max(max_length, l);
+      lengths.push_back(static_cast<int32_t>(l));
+    }
+    stride = (max_length + 3) / 4 * 4 + 4;  // room past the longest row for the canary
+    flat.assign(static_cast<size_t>(stride) * rows.size(), kInf);
+    for (size_t r = 0; r < rows.size(); ++r) std::copy(rows[r].begin(), rows[r].end(), flat.begin() + static_cast<int64_t>(r) * stride);
+  }
+
+  std::vector<int32_t> run(int k, int32_t offset, Variant v) const {
+    const DeviceBuffer<float> d(flat);
+    const DeviceBuffer<int32_t> len(lengths);
+    GuardedBuffer<int32_t> out(rows.size() * static_cast<size_t>(k));
+    out.poison(0x7A);
+    cuda::topk(static_cast<int64_t>(rows.size()), d.get(), stride, len.get(), max_length, k, offset, out.get(), v);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK(out.damaged_guard_bytes() == 0);
+    return out.download();
+  }
+};
+
+// Rows whose picks differ from the oracle's, and picks outside [offset, offset + length) or -1.
+struct Diff {
+  int64_t rows = 0, bad_rows = 0, out_of_range = 0;
+};
+Diff compare(const Batch& b, const std::vector<int32_t>& got, int k, int32_t offset) {
+  Diff d;
+  for (size_t r = 0; r < b.rows.size(); ++r) {
+    const std::vector<int32_t> want = oracle_row(b.rows[r], k, offset);
+    const std::vector<int32_t> row(got.begin() + static_cast<int64_t>(r) * k, got.begin() + static_cast<int64_t>(r + 1) * k);
+    ++d.rows;
+    d.bad_rows += row != want;
+    for (int32_t i : row) d.out_of_range += i != -1 && (i < offset || i >= offset + b.lengths[r]);
+  }
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("top-k equals the oracle's picks and order at every length boundary and for ties, infinities and NaN") {
+  TallyBook book;
+  // Every v2 dispatch boundary (32768-key slices, cluster sizes 1..8 and the re-read path past 8),
+  // around k, and a zero-length row.
+  const std::vector<int64_t> lens{0, 1, 511, 512, 513, 1000, 8192, 8193, 16384, 16385, 32767, 32768, 32769, 65536,
+                                  65537, 100000, 262144, 262145};
+  for (Scores kind : {Scores::random, Scores::plateaus, Scores::specials})
+    for (int k : {512, 1024})
+      for (Variant v : {Variant::v1, Variant::v2}) {
+        const int32_t offset = 160;
+        const auto c = Case::select(CaseId("topk").with("lengths", lens).with("scores", scores_name(kind)).with("k", k)
+                                        .with("offset", offset).with("variant", v));
+        if (!c) continue;
+        INFO(c->reproduce());
+        std::mt19937_64 gen = c->rng();
+        const Batch b(lens, kind, gen);
+        const Diff d = compare(b, b.run(k, offset, v), k, offset);
+        CHECK(d.bad_rows == 0);
+        CHECK(d.out_of_range == 0);
+        cuda::testing::Tally t;
+        t.compared = d.rows;
+        t.differing = d.bad_rows;
+        book.at(v, std::string("rows, k ") + std::to_string(k)) += t;
+      }
+  MESSAGE(book.table());
+}
+
+TEST_CASE("top-k over a million candidates, small and large k") {
+  for (int k : {1, 8, 2048})
+    for (Variant v : {Variant::v1, Variant::v2}) {
+      const std::vector<int64_t> lens{1000000, 3, 2048};
+      const auto c = Case::select(CaseId("topk_long").with("lengths", lens).with("k", k).with("variant", v));
+      if (!c) continue;
+      INFO(c->reproduce());
+      std::mt19937_64 gen = c->rng();
+      const Batch b(lens, Scores::plateaus, gen);
+      const Diff d = compare(b, b.run(k, 0, v), k, 0);
+      CHECK(d.bad_rows == 0);
+      CHECK(d.out_of_range == 0);
+    }
+}
+
+TEST_CASE("top-k picks are bitwise identical across reruns and batch permutations") {
+  for (Variant v : {Variant::v1, Variant::v2}) {
+    const std::vector<int64_t> lens{40000, 700, 16384, 300000, 5};
+    const auto c = Case::select(CaseId("topk_invariance").with("lengths", lens).with("variant", v));
+    if (!c) continue;
+    INFO(c->reproduce());
+    std::mt19937_64 gen = c->rng();
+    const Batch b(lens, Scores::plateaus, gen);
+    const std::vector<int32_t> first = b.run(512, 0, v);
+    int identical = 0;
+    for (int r = 0; r < 19; ++r) identical += b.run(512, 0, v) == first;
+    CHECK(identical == 19);
+    // The rows reversed: each row's picks move with it, unchanged.
+    std::vector<int64_t> rev(lens.rbegin(), lens.rend());
+    Batch p = b;
+    std::reverse(p.rows.begin(), p.rows.end());
+    std::reverse(p.lengths.begin(), p.lengths.end());
+    std::fill(p.flat.begin(), p.flat.end(), kInf);
+    for (size_t r = 0; r < p.rows.size(); ++r)
+      std::copy(p.rows[r].begin(), p.rows[r].end(), p.flat.begin() + static_cast<int64_t>(r) * p.stride);
+    const std::vector<int32_t> permuted = p.run(512, 0, v);
+    for (size_t r = 0; r < lens.size(); ++r)
+      CHECK(std::equal(first.begin() + static_cast<int64_t>(r) * 512, first.begin() + static_cast<int64_t>(r + 1) * 512,
+                       permuted.begin() + static_cast<int64_t>(lens.size() - 1 - r) * 512));
+  }
+}
+
+TEST_CASE("the oracle-typed topk_indices wrapper equals the oracle") {
+  const auto c = Case::select(CaseId("topk_wrapper").with("rows", 33).with("n", 300));
+  if (!c) return;
+  INFO(c->reproduce());
+  std::mt19937_64 gen = c->rng();
+  ref::Mat scores(33, 300);
+  std::normal_distribution<double> n(0, 1);
+  for (ref::Index i = 0; i < scores.rows(); ++i)
+    for (ref::Index j = 0; j < scores.cols(); ++j)
+      scores(i, j) = j < (i * 9) ? std::round(n(gen) * 2) / 2 : -std::numeric_limits<double>::infinity();  // causal-like
+  for (Variant v : {Variant::v1, Variant::v2}) CHECK(cuda::topk_indices(scores, 64, 128, v) == ref::topk_indices(scores, 64, 128));
+}
+
+TEST_CASE("attention key lists: the project's convention is the oracle's, the compact one drops -1 and pads to 128") {
+  struct Call {
+    int64_t start_pos, seqlen;
+  };
+  const std::vector<Call> calls{{0, 5}, {0, 300}, {1000, 1}, {50, 1}, {130, 70}, {7, 3}};
+  for (const Call& call : calls) {
+    const auto c = Case::select(CaseId("attention_indices").with("start_pos", call.start_pos).with("seqlen", call.seqlen));
+    if (!c) continue;
+    INFO(c->reproduce());
+    std::mt19937_64 gen = c->rng();
+    const int window = 128;
+    const ref::IndexSpace space = ref::IndexSpace::for_call(call.start_pos, call.seqlen, window);
+    const int k = 16;
+    ref::IndexMat topk(call.seqlen, k);
+    std::uniform_int_distribution<int> pick(-1, 40);
+    for (ref::Index i = 0; i < topk.size(); ++i) topk.data()[i] = pick(gen);
+    const ref::IndexMat want = ref::concat_indices(ref::window_indices(space), topk);
+    CHECK(cuda::attention_indices(space, topk) == want);
+    CHECK(cuda::attention_indices(space, ref::IndexMat(call.seqlen, 0)) == ref::window_indices(space));
+    // Compact: the valid entries of the project's row in order, then -1 to the 128-multiple width.
+    const cuda::IndexSpaceDesc sp{static_cast<int>(space.kind), space.start_pos, space.seqlen, space.window};
+    const int64_t width = cuda::compact_width(sp, k);
+    CHECK(width % 128 == 0);
+    const DeviceBuffer<int32_t> dtopk(std::vector<int32_t>(topk.data(), topk.data() + topk.size()));
+    DeviceBuffer<int32_t> out(static_cast<size_t>(call.seqlen * width)), lengths(static_cast<size_t>(call.seqlen));
+    cuda::attention_indices_compact(sp, dtopk.get(), k, out.get(), lengths.get());
+    CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<int32_t> got = out.download(), got_len = lengths.download();
+    int64_t bad = 0;
+    for (int64_t i = 0; i < call.seqlen; ++i) {
+      std::vector<int32_t> valid;
+      for (ref::Index j = 0; j < want.cols(); ++j)
+        if (want(i, j) >= 0) valid.push_back(want(i, j));
+      valid.resize(static_cast<size_t>(width), -1);
+      bad += !std::equal(valid.begin(), valid.end(), got.begin() + i * width);
+      bad += got_len[static_cast<size_t>(i)] != static_cast<int32_t>(std::count_if(want.row(i).data(), want.row(i).data() + want.cols(), [](int32_t e) { return e >= 0; }));
+    }
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("sanitizer sweep: one small call of every top-k kernel and version") {
+  const auto c = Case::select(CaseId("topk_sanitizer_sweep"));
+  if (!c) return;
+  INFO(c->reproduce());
+  std::mt19937_64 gen = c->rng();
+  for (Variant v : {Variant::v1, Variant::v2}) {
+    const Batch small(std::vector<int64_t>{0, 3, 700, 40000}, Scores::specials, gen);  // 40000: a 2-CTA cluster
+    const Diff d = compare(small, small.run(64, 7, v), 64, 7);
+    CHECK(d.bad_rows == 0);
+  }
+}
+
+TEST_CASE("bad arguments throw before anything is launched (top-k)") {
+  DeviceBuffer<float> s(16);
+  DeviceBuffer<int32_t> len(std::vector<int32_t>{4}), out(16);
+  CHECK_THROWS_AS(cuda::topk(1, s.get(), 16, len.get(), 16, 4097, 0, out.get(), Variant::v1), std::invalid_argument);
+  CHECK_THROWS_AS(cuda::topk(1, s.get(), 8, len.get(), 16, 4, 0, out.get(), Variant::v1), std::invalid_argument);
+  CHECK_THROWS_AS(cuda::topk(1, s.get(), 16, len.get(), 16, 4, 0x7ffffff8, out.get(), Variant::v2), std::invalid_argument);
+  CHECK_THROWS_AS(cuda::topk(1, s.get(), 16, len.get(), 16, 4, 0, out.get(), Variant::v3), std::invalid_argument);
+  CHECK_THROWS_AS(cuda::attention_indices({1, 0, 1, 128}, nullptr, 0, out.get()), std::invalid_argument);  // decode at 0
+}
