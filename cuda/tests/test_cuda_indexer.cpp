@@ -41,10 +41,6 @@
 #include "reference/precision.h"
 #include "reference/stages/indexer.h"
 #include "reference/weights.h"
-#ifdef DSV4_HAVE_DEEPGEMM_LAYOUT_CODEC
-#include "reference/numerics/block_quant.h"
-#include "verify/layouts/deepgemm_indexer_cache.h"
-#endif
 
 using namespace dsv4;
 using cuda::DeviceBuffer;
@@ -448,28 +444,6 @@ TEST_CASE("decode logits over the paged caches of both layouts equal the oracle'
           }
           check_logits(cmp, v, f, st, book, std::string(layout_name) + " " + cuda::format_name(f) + " " + cuda::storage_name(st));
           CHECK(logits.damaged_guard_bytes() == 0);
-#ifdef DSV4_HAVE_DEEPGEMM_LAYOUT_CODEC
-          if (layout == cuda::IndexerCacheLayout::deepgemm) {  // our pages hold verify/layouts' bytes
-            const cuda::HostVectors& k = keys.back();
-            std::vector<ref::QuantizedRow> rows;
-            const ref::Mat values = cuda::dequantize_vectors(k, 0, k.count);
-            const ref::BlockFormat bf = f == IndexerFormat::fp4 ? ref::BlockFormat::fp4_indexer() : ref::BlockFormat::fp8_per_head(128);
-            for (int64_t t = 0; t < k.count; ++t) {
-              std::vector<double> row(values.row(t).data(), values.row(t).data() + 128);
-              rows.push_back(ref::quantize_row(bf, row));
-            }
-            layouts::DeepGemmIndexerLayout dg;
-            dg.element = f == IndexerFormat::fp8 ? layouts::IndexerCacheElement::fp8_e4m3 : layouts::IndexerCacheElement::fp4_e2m1;
-            const std::vector<uint8_t> theirs = layouts::encode_deepgemm_indexer(rows, dg);
-            std::vector<int32_t> own_pages(theirs.size() / static_cast<size_t>(dg.block_bytes()));
-            std::iota(own_pages.begin(), own_pages.end(), 0);
-            const std::vector<uint8_t> ours = cuda::pack_paged({k}, {own_pages}, layout, 64,
-                                                               static_cast<int64_t>(own_pages.size()), 0);
-            // Both hold the same values; codes may differ only where quantize_row picked another exact decomposition.
-            const ref::Mat back = layouts::decode_deepgemm_indexer(ours, k.count, dg);
-            CHECK(back == values);
-          }
-#endif
         }
   MESSAGE(book.table());
 }

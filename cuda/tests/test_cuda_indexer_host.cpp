@@ -24,6 +24,7 @@
 #include "reference/config.h"
 #include "reference/numerics/fp4_e2m1.h"
 #include "reference/numerics/fp8_e4m3.h"
+#include "reference/numerics/block_quant.h"
 #include "reference/precision.h"
 #include "reference/stages/indexer.h"
 #include "reference/weights.h"
@@ -184,6 +185,32 @@ TEST_CASE("paged cache offsets: the DeepGEMM layout matches verify/layouts, the 
       for (int64_t b = 0; b < 4; ++b) ++covered[static_cast<size_t>(at.scale_word + b)];
     }
     CHECK(std::all_of(covered.begin(), covered.end(), [](int c) { return c == 1; }));
+  }
+}
+
+TEST_CASE("DeepGEMM pages: pack_paged writes the bytes of verify/layouts' encoder and its decoder reads them back") {
+  std::mt19937_64 gen(23);
+  const ref::ModelConfig cfg = ref::ModelConfig::flash();
+  for (IndexerFormat f : {IndexerFormat::fp8, IndexerFormat::fp4}) {
+    const std::string format = cuda::format_name(f);
+    CAPTURE(format);
+    const ref::RopeTable rope = ref::RopeTable::for_layer(cfg, 4, policy(f, true, ScoreStorage::bf16));
+    cuda::HostVectors serial;
+    const Mat values = serial_q(projection(150, 1, gen), 0, rope, 1, f, true, serial);  // 150 keys: 3 pages
+    const cuda::HostVectors keys = cuda::quantize_vectors(values, f);                     // the oracle's decomposition
+    const ref::BlockFormat bf = f == IndexerFormat::fp4 ? ref::BlockFormat::fp4_indexer() : ref::BlockFormat::fp8_per_head(128);
+    std::vector<ref::QuantizedRow> rows;
+    for (Index t = 0; t < values.rows(); ++t) {
+      const std::vector<double> row(values.row(t).data(), values.row(t).data() + 128);
+      rows.push_back(ref::quantize_row(bf, row));
+    }
+    layouts::DeepGemmIndexerLayout dg;
+    dg.element = f == IndexerFormat::fp8 ? layouts::IndexerCacheElement::fp8_e4m3 : layouts::IndexerCacheElement::fp4_e2m1;
+    const std::vector<uint8_t> theirs = layouts::encode_deepgemm_indexer(rows, dg);
+    const std::vector<uint8_t> ours =
+        cuda::pack_paged({keys}, {std::vector<int32_t>{0, 1, 2}}, cuda::IndexerCacheLayout::deepgemm, 64, 3, 0);
+    CHECK(ours == theirs);
+    CHECK(layouts::decode_deepgemm_indexer(ours, values.rows(), dg) == values);
   }
 }
 

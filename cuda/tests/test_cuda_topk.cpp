@@ -26,6 +26,7 @@
 #include "cuda/tests/harness.h"
 #include "cuda/topk/topk_api.h"
 #include "reference/stages/index_lists.h"
+#include "verify/layouts/index_conventions.h"
 #include "reference/stages/topk.h"
 
 using namespace dsv4;
@@ -231,10 +232,12 @@ TEST_CASE("attention key lists: the project's convention is the oracle's, the co
     const ref::IndexMat want = ref::concat_indices(ref::window_indices(space), topk);
     CHECK(cuda::attention_indices(space, topk) == want);
     CHECK(cuda::attention_indices(space, ref::IndexMat(call.seqlen, 0)) == ref::window_indices(space));
-    // Compact: the valid entries of the project's row in order, then -1 to the 128-multiple width.
+    // Compact: verify/layouts' combine_window_then_topk (vLLM's combine_topk_swa_indices), the picks
+    // already in the attention's index space (topk_offset 0).
     const cuda::IndexSpaceDesc sp{static_cast<int>(space.kind), space.start_pos, space.seqlen, space.window};
     const int64_t width = cuda::compact_width(sp, k);
-    CHECK(width % 128 == 0);
+    const layouts::LengthIndices ref_compact = layouts::combine_window_then_topk(ref::window_indices(space), topk, 0);
+    REQUIRE(ref_compact.indices.cols() == width);
     const DeviceBuffer<int32_t> dtopk(std::vector<int32_t>(topk.data(), topk.data() + topk.size()));
     DeviceBuffer<int32_t> out(static_cast<size_t>(call.seqlen * width)), lengths(static_cast<size_t>(call.seqlen));
     cuda::attention_indices_compact(sp, dtopk.get(), k, out.get(), lengths.get());
@@ -242,12 +245,8 @@ TEST_CASE("attention key lists: the project's convention is the oracle's, the co
     const std::vector<int32_t> got = out.download(), got_len = lengths.download();
     int64_t bad = 0;
     for (int64_t i = 0; i < call.seqlen; ++i) {
-      std::vector<int32_t> valid;
-      for (ref::Index j = 0; j < want.cols(); ++j)
-        if (want(i, j) >= 0) valid.push_back(want(i, j));
-      valid.resize(static_cast<size_t>(width), -1);
-      bad += !std::equal(valid.begin(), valid.end(), got.begin() + i * width);
-      bad += got_len[static_cast<size_t>(i)] != static_cast<int32_t>(std::count_if(want.row(i).data(), want.row(i).data() + want.cols(), [](int32_t e) { return e >= 0; }));
+      bad += got_len[static_cast<size_t>(i)] != ref_compact.lengths[static_cast<size_t>(i)];
+      for (int64_t j = 0; j < width; ++j) bad += got[static_cast<size_t>(i * width + j)] != ref_compact.indices(i, j);
     }
     CHECK(bad == 0);
   }
