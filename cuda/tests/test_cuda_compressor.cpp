@@ -730,10 +730,14 @@ GpuRun run_split(const Layer& L, Variant v, bool online, const Sequence& q, cons
     cuda::DeviceBuffer<float> p(static_cast<size_t>(std::max<int64_t>(n, 1) * d));
     if (decode) {
       const cuda::DecodePlan plan({pos}, {0}, r);
+      // v2 is a C4 prefill only: its decode steps run on v3, as an engine pairs its prefill kernel
+      // with the decode kernel it has.
+      const Variant decode_version = v == Variant::v2 ? Variant::v3 : v;
       if (online)
         cuda::c128_online_decode(g.params, plan, dkv.get(), dsc.get(), g.online_state.get(), e.get(), p.get());
       else if (r == 4)
-        cuda::c4_decode(g.params, plan, dkv.get(), dsc.get(), g.state_kv.get(), g.state_score.get(), e.get(), p.get(), v);
+        cuda::c4_decode(g.params, plan, dkv.get(), dsc.get(), g.state_kv.get(), g.state_score.get(), e.get(), p.get(),
+                        decode_version);
       else
         cuda::c128_decode(g.params, plan, dkv.get(), dsc.get(), g.state_kv.get(), g.state_score.get(), e.get(), p.get(), v);
     } else {
