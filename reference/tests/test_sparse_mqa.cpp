@@ -4,6 +4,7 @@
 // out-of-range indices.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -147,19 +148,93 @@ TEST_CASE("sparse_mqa: official policy within the bf16-derived bound of the fp64
   for (Index i = 0; i < got.size(); ++i) CHECK(got.data()[i] == bf16_round(static_cast<float>(got.data()[i])));
 }
 
+// The fp64 weights of brute_force's softmax for one row: weights[h][k] of the valid keys, in order.
+std::vector<std::vector<double>> brute_force_weights(const Mat& q, const Mat& kv, const Vec& sink, const IndexMat& idx,
+                                                     Index row, int heads, double scale) {
+  const Index d = kv.cols();
+  std::vector<std::vector<double>> w(heads);
+  for (int h = 0; h < heads; ++h) {
+    std::vector<double> logit;
+    for (Index c = 0; c < idx.cols(); ++c) {
+      if (idx(row, c) < 0) continue;
+      double dot = 0;
+      for (Index k = 0; k < d; ++k) dot += q(row, h * d + k) * kv(idx(row, c), k);
+      logit.push_back(scale * dot);
+    }
+    double shift = logit[0];
+    for (double l : logit) shift = std::max(shift, l);
+    double total = std::exp(sink(h) - shift);
+    for (double l : logit) total += std::exp(l - shift);
+    for (double l : logit) w[h].push_back(std::exp(l - shift) / total);
+  }
+  return w;
+}
+
+// Elements of `got` (one row) outside the official policy's elementwise bound around the fp64 `want`:
+//   |got_c - want_c| <= 2^-9 sum_j p_j |kv_jc| + 2^-9 |want_c| + (K + 4) 2^-24 sum_j p_j |kv_jc|.
+// The probabilities are cast to bf16 before P.V (each off by at most half a bf16 ulp, 2^-9 of
+// itself), the output is rounded to bf16 (2^-9 of itself), and the fp32 logits, exponentials,
+// sums of K terms and the division add at most (K + 4) fp32 roundings relative to the sum of
+// |terms|. p_j are the fp64 weights (their fp32 errors are in the last term).
+int64_t outside_official_bound(const Mat& got, const Mat& want, const Mat& kv, const IndexMat& idx,
+                               const std::vector<std::vector<double>>& weights) {
+  const Index d = kv.cols();
+  const double K = static_cast<double>(idx.cols());
+  int64_t outside = 0;
+  for (size_t h = 0; h < weights.size(); ++h) {
+    std::vector<double> spread(static_cast<size_t>(d), 0.0);  // sum_j p_j |kv_jc|
+    size_t k = 0;
+    for (Index c = 0; c < idx.cols(); ++c) {
+      if (idx(0, c) < 0) continue;
+      for (Index ch = 0; ch < d; ++ch) spread[ch] += weights[h][k] * std::abs(kv(idx(0, c), ch));
+      ++k;
+    }
+    for (Index ch = 0; ch < d; ++ch) {
+      const Index e = static_cast<Index>(h) * d + ch;
+      const double bound = 0x1p-9 * spread[ch] + 0x1p-9 * std::abs(want(0, e)) + (K + 4) * 0x1p-24 * spread[ch];
+      outside += std::abs(got(0, e) - want(0, e)) > bound;
+    }
+  }
+  return outside;
+}
+
 TEST_CASE("sparse_mqa: V4-Flash dims (64 heads of 512 and window 128 + top-512) official vs fp64") {
   const int heads = 64;
   const double scale = std::pow(512.0, -0.5);
-  const Mat q = random_bf16(1, heads * 512, 1.0, 31);
+  // Logits with a spread (q up to 3, kv up to 1: a logit standard deviation near 1) and per-head
+  // sinks near the log-sum of the logits, so that the sink takes a large share of every head's
+  // mass: the bound below must tell a dropped sink and a wrong scale from the official roundings.
+  const Mat q = random_bf16(1, heads * 512, 3.0, 31);
   const Mat kv = random_bf16(700, 512, 1.0, 32);
-  Vec sink = Vec::LinSpaced(heads, -3.0, 3.0);
   IndexMat idx = random_indices(1, 640, 700, 33);
   idx.leftCols(64).setConstant(-1);  // a first 64-block with no valid index
-  const Mat got = sparse_mqa(q, kv, sink, idx, heads, scale, PrecisionPolicy::official());
+  const Vec no_sink = Vec::Constant(heads, -kInf);
+  Vec sink(heads);
+  for (int h = 0; h < heads; ++h) {
+    // The log-sum-exp of the head's logits, plus a spread of +-1 over the heads.
+    std::vector<double> logit;
+    for (Index c = 0; c < idx.cols(); ++c) {
+      if (idx(0, c) < 0) continue;
+      double dot = 0;
+      for (Index j = 0; j < 512; ++j) dot += q(0, h * 512 + j) * kv(idx(0, c), j);
+      logit.push_back(scale * dot);
+    }
+    const double top = *std::max_element(logit.begin(), logit.end());
+    double total = 0;
+    for (double l : logit) total += std::exp(l - top);
+    sink(h) = top + std::log(total) + (2.0 * h / (heads - 1) - 1.0);
+  }
   const Mat want = brute_force(q, kv, sink, idx, heads, scale);
-  // Same derivation as above: 2 * 2^-8 * max|kv| for the bf16 probabilities and output, plus the
-  // fp32 terms of 640-term sums (640 * 2^-24 relative, < 1e-4).
-  CHECK(max_abs_diff(got, want) <= 2 * std::ldexp(kv.cwiseAbs().maxCoeff(), -8) + 1e-4);
+  const auto weights = brute_force_weights(q, kv, sink, idx, 0, heads, scale);
+  const Mat got = sparse_mqa(q, kv, sink, idx, heads, scale, PrecisionPolicy::official());
+  CHECK(outside_official_bound(got, want, kv, idx, weights) == 0);
+  // The bound can fail: the sink dropped, or the scale taken from a 128-wide head, put most
+  // elements outside it.
+  const int64_t n = static_cast<int64_t>(heads) * 512;
+  const Mat dropped_sink = sparse_mqa(q, kv, no_sink, idx, heads, scale, PrecisionPolicy::official());
+  CHECK(outside_official_bound(dropped_sink, want, kv, idx, weights) > n / 2);
+  const Mat wrong_scale = sparse_mqa(q, kv, sink, idx, heads, std::pow(128.0, -0.5), PrecisionPolicy::official());
+  CHECK(outside_official_bound(wrong_scale, want, kv, idx, weights) > n / 2);
 }
 
 TEST_CASE("sparse_mqa: the official walk rescales at 64-slot block boundaries as kernel.py does") {

@@ -124,95 +124,105 @@ LayerReplay::LayerReplay(const Capture& capture, const LayerCapture& layer, cons
       mode_(mode),
       oracle_layer_(layer_config(capture, layer), layer.weights, policy) {}
 
-CallValues LayerReplay::replay_call(const CallCapture& call) {
+ReplayedCall LayerReplay::replay_call(const CallCapture& call) {
   const ref::ModelConfig& cfg = oracle_layer_.config();
   const int ratio = layer_.compress_ratio;
-  const bool local = mode_ == ReplayMode::stage_local;
+  const bool chained = mode_ == ReplayMode::chained;
   const int64_t start = call.start_pos, end = start + call.seqlen;
   const std::string call_path = fmt::format("/layers/{}/calls/{}", layer_.index, call.index);
   if (!cache_ || cache_->batch() != call.batch) cache_ = ref::make_ring_cache(cfg, ratio, call.batch);
-  const int64_t carried_end = cache_->length(0);
-  if (!local && start != 0 && carried_end != start) {
+  if (chained && (!local_cache_ || local_cache_->batch() != call.batch))
+    local_cache_ = ref::make_ring_cache(cfg, ratio, call.batch);
+  if (chained && start != 0 && cache_->length(0) != start) {
     throw CaptureError(capture_.path, call_path + ": attribute 'start_pos'",
                        fmt::format("{} (chained replay carries the state from call to call; the replayed calls end there)",
-                                   carried_end),
+                                   cache_->length(0)),
                        fmt::format("{}", start));
   }
-
   CapturedCall cap(call);
-  CallValues values;
-  const Note note = [&](std::string_view consumer, const std::string& text) {
-    std::vector<std::string>& notes = values[std::string(consumer)].notes;
-    if (std::find(notes.begin(), notes.end(), text) == notes.end()) notes.push_back(text);
-  };
-  // The state before the call that `dataset` (cache/...) holds is not captured (or the mode does
-  // not read it): the replay of the earlier calls must have left it.
-  auto from_earlier_calls = [&](const std::string& dataset, std::initializer_list<std::string_view> consumers) {
-    if (carried_end != start) {
-      throw CaptureError(capture_.path, call_path + "/" + dataset,
-                         fmt::format("a dataset: the state before the call, which the replayed calls (ending at position "
-                                     "{}) cannot give to a call starting at {}",
-                                     carried_end, start),
-                         "nothing");
+
+  // One pass over the batch: stage-local (captured inputs, the state before the call from the
+  // cache/ datasets or the earlier calls) or chained (x and the replay's own values), over `cache`.
+  auto run_pass = [&](bool local, ref::KvCache& cache) {
+    CallValues values;
+    const int64_t carried_end = cache.length(0);
+    const Note note = [&](std::string_view consumer, const std::string& text) {
+      std::vector<std::string>& notes = values[std::string(consumer)].notes;
+      if (std::find(notes.begin(), notes.end(), text) == notes.end()) notes.push_back(text);
+    };
+    // The state before the call that `dataset` (cache/...) holds is not captured (or the pass
+    // does not read it): the replay of the earlier calls must have left it.
+    auto from_earlier_calls = [&](const std::string& dataset, std::initializer_list<std::string_view> consumers) {
+      if (carried_end != start) {
+        throw CaptureError(capture_.path, call_path + "/" + dataset,
+                           fmt::format("a dataset: the state before the call, which the replayed calls (ending at "
+                                       "position {}) cannot give to a call starting at {}",
+                                       carried_end, start),
+                           "nothing");
+      }
+      if (local)
+        for (std::string_view c : consumers) note(c, dataset + " not captured: from the replay of the earlier calls");
+    };
+    // The state before the call of sequence b, into the cache.
+    auto restore_before = [&](int b) {
+      if (local && cap.has("cache/window_kv")) cache.restore_window(b, start, cap.dense("cache/window_kv")[b]);
+      else from_earlier_calls("cache/window_kv", {"attn/core"});
+      if (ratio != 0) {
+        if (local && cap.has("cache/compressed_kv"))
+          cache.restore_entries(b, ref::EntryKind::main, cap.dense("cache/compressed_kv")[b]);
+        else from_earlier_calls("cache/compressed_kv", {"attn/core"});
+        if (const auto* st = local ? cap.states("cache/compressor_state", ratio, cfg.head_dim) : nullptr)
+          cache.compressor_state(b, ref::EntryKind::main) = (*st)[b];
+        else from_earlier_calls("cache/compressor_state_*", {"compressor/entries", "compressor/state_kv", "compressor/state_score"});
+      }
+      if (ratio == 4) {
+        if (local && cap.has("cache/indexer_kv"))
+          cache.restore_entries(b, ref::EntryKind::indexer, cap.dense("cache/indexer_kv")[b]);
+        else from_earlier_calls("cache/indexer_kv", {"indexer/scores"});
+        if (const auto* st = local ? cap.states("cache/indexer_compressor_state", 4, cfg.index_head_dim) : nullptr)
+          cache.compressor_state(b, ref::EntryKind::indexer) = (*st)[b];
+        else from_earlier_calls("cache/indexer_compressor_state_*", {"indexer/compressor/entries",
+                                "indexer/compressor/state_kv", "indexer/compressor/state_score"});
+      }
+    };
+
+    const std::vector<ref::CompressorState>* main_after =
+        local && ratio != 0 ? cap.states("compressor/state", ratio, cfg.head_dim) : nullptr;
+    const std::vector<ref::CompressorState>* indexer_after =
+        local && ratio == 4 ? cap.states("indexer/compressor/state", 4, cfg.index_head_dim) : nullptr;
+    std::vector<ref::StageOutputs> outputs;
+    std::vector<ref::Mat> tie_scores;  // per sequence: the scores the indexer's top-k was selected from
+    for (int b = 0; b < call.batch; ++b) {
+      if (start != 0) restore_before(b);
+      const CapturedInputs inputs(cap, b, note, main_after, indexer_after);
+      outputs.push_back(oracle_layer_.forward(cap.dense("x")[b], start, cache, b, backend_, local ? &inputs : nullptr));
+      if (ratio == 4)
+        tie_scores.push_back(local && cap.has("indexer/scores") ? cap.dense("indexer/scores")[b]
+                                                                : outputs.back().indexer_scores);
     }
-    if (local)
-      for (std::string_view c : consumers) note(c, dataset + " not captured: from the replay of the earlier calls");
-  };
-  // The state before the call of sequence b, into the cache.
-  auto restore_before = [&](int b) {
-    ref::KvCache& cache = *cache_;
-    if (local && cap.has("cache/window_kv")) cache.restore_window(b, start, cap.dense("cache/window_kv")[b]);
-    else from_earlier_calls("cache/window_kv", {"attn/core"});
-    if (ratio != 0) {
-      if (local && cap.has("cache/compressed_kv"))
-        cache.restore_entries(b, ref::EntryKind::main, cap.dense("cache/compressed_kv")[b]);
-      else from_earlier_calls("cache/compressed_kv", {"attn/core"});
-      if (const auto* st = local ? cap.states("cache/compressor_state", ratio, cfg.head_dim) : nullptr)
-        cache.compressor_state(b, ref::EntryKind::main) = (*st)[b];
-      else from_earlier_calls("cache/compressor_state_*", {"compressor/entries", "compressor/state_kv", "compressor/state_score"});
+
+    const int64_t offset = ref::IndexSpace::for_call(start, call.seqlen, cfg.window_size).compressed_offset();
+    for (const ref::StageDef& s : ref::stages()) {
+      if (!s.is_compared() || !ref::in_scope(s.scope, ratio)) continue;
+      StageValue& value = values[std::string(s.name)];
+      for (const ref::StageOutputs& o : outputs) {
+        if (s.dense_result) value.dense.push_back(*s.dense_result(o));
+        else value.indices.push_back(*s.index_result(o));
+      }
+      if (s.comparison == ref::Comparison::index_set) {
+        value.tie_offset = offset;
+        if (s.tie_scores && ratio == 4) value.tie_scores = tie_scores;
+      }
+      if (s.comparison == ref::Comparison::dense_state) value.rows = meaningful_rows(s, cfg, ratio, end);
+      value.computed_by = backend_.computes(s.entry) ? backend_.name() : "oracle";
     }
-    if (ratio == 4) {
-      if (local && cap.has("cache/indexer_kv"))
-        cache.restore_entries(b, ref::EntryKind::indexer, cap.dense("cache/indexer_kv")[b]);
-      else from_earlier_calls("cache/indexer_kv", {"indexer/scores"});
-      if (const auto* st = local ? cap.states("cache/indexer_compressor_state", 4, cfg.index_head_dim) : nullptr)
-        cache.compressor_state(b, ref::EntryKind::indexer) = (*st)[b];
-      else from_earlier_calls("cache/indexer_compressor_state_*", {"indexer/compressor/entries",
-                              "indexer/compressor/state_kv", "indexer/compressor/state_score"});
-    }
+    return values;
   };
 
-  const std::vector<ref::CompressorState>* main_after =
-      local && ratio != 0 ? cap.states("compressor/state", ratio, cfg.head_dim) : nullptr;
-  const std::vector<ref::CompressorState>* indexer_after =
-      local && ratio == 4 ? cap.states("indexer/compressor/state", 4, cfg.index_head_dim) : nullptr;
-  std::vector<ref::StageOutputs> outputs;
-  std::vector<ref::Mat> tie_scores;  // per sequence: the scores the indexer's top-k was selected from
-  for (int b = 0; b < call.batch; ++b) {
-    if (start != 0) restore_before(b);
-    const CapturedInputs inputs(cap, b, note, main_after, indexer_after);
-    outputs.push_back(oracle_layer_.forward(cap.dense("x")[b], start, *cache_, b, backend_, local ? &inputs : nullptr));
-    if (ratio == 4)
-      tie_scores.push_back(local && cap.has("indexer/scores") ? cap.dense("indexer/scores")[b]
-                                                              : outputs.back().indexer_scores);
-  }
-
-  const int64_t offset = ref::IndexSpace::for_call(start, call.seqlen, cfg.window_size).compressed_offset();
-  for (const ref::StageDef& s : ref::stages()) {
-    if (!s.is_compared() || !ref::in_scope(s.scope, ratio)) continue;
-    StageValue& value = values[std::string(s.name)];
-    for (const ref::StageOutputs& o : outputs) {
-      if (s.dense_result) value.dense.push_back(*s.dense_result(o));
-      else value.indices.push_back(*s.index_result(o));
-    }
-    if (s.comparison == ref::Comparison::index_set) {
-      value.tie_offset = offset;
-      if (s.tie_scores && ratio == 4) value.tie_scores = tie_scores;
-    }
-    if (s.comparison == ref::Comparison::dense_state) value.rows = meaningful_rows(s, cfg, ratio, end);
-    value.computed_by = backend_.computes(s.entry) ? backend_.name() : "oracle";
-  }
-  return values;
+  ReplayedCall replayed;
+  replayed.values = run_pass(!chained, *cache_);
+  if (chained) replayed.from_captured_inputs = run_pass(true, *local_cache_);
+  return replayed;
 }
 
 }  // namespace dsv4::verify

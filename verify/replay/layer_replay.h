@@ -6,7 +6,10 @@
 //                the replay's own value, and the record says so); the state before a call from the
 //                call's cache/ datasets, else from the replay of the earlier calls;
 //   chained      x and the replay's own earlier results, the cache carried from call to call
-//                (exactly ref::AttentionLayer::forward_batch over a ring cache).
+//                (exactly ref::AttentionLayer::forward_batch over a ring cache). Beside it the
+//                stage-local pass runs too: each stage recomputed from the captured inputs, whose
+//                difference to the chained value is the error the replay's own inputs carry,
+//                propagated through the stage (docs/tolerances.md "Chained replay").
 #include <map>
 #include <memory>
 #include <string>
@@ -35,6 +38,12 @@ struct StageValue {
 };
 using CallValues = std::map<std::string, StageValue, std::less<>>;
 
+// One replayed call: the values of the mode, and in chained mode the stage-local values beside them.
+struct ReplayedCall {
+  CallValues values;
+  CallValues from_captured_inputs;  // chained mode only (empty in stage-local mode)
+};
+
 class LayerReplay {
  public:
   // `capture`, `layer` and `backend` must outlive this object. Throws std::invalid_argument when
@@ -42,11 +51,11 @@ class LayerReplay {
   LayerReplay(const Capture& capture, const LayerCapture& layer, const ref::PrecisionPolicy& policy,
               const ref::StageProvider& backend, ReplayMode mode);
 
-  // Replays layer.calls[k], k = 0, 1, ... in order (each call once), and advances the carried cache.
+  // Replays layer.calls[k], k = 0, 1, ... in order (each call once), and advances the carried caches.
   // -> the values of every compared stage the layer's ratio has. Throws CaptureError naming the
   // missing dataset when a state the call needs is neither captured nor left by the earlier calls
   // (a call that does not continue the previous one).
-  CallValues replay_call(const CallCapture& call);
+  ReplayedCall replay_call(const CallCapture& call);
 
  private:
   const Capture& capture_;
@@ -54,7 +63,8 @@ class LayerReplay {
   const ref::StageProvider& backend_;
   ReplayMode mode_;
   ref::AttentionLayer oracle_layer_;
-  std::unique_ptr<ref::KvCache> cache_;  // every sequence's state after the last replayed call
+  std::unique_ptr<ref::KvCache> cache_;        // every sequence's state after the last call, as the mode computes it
+  std::unique_ptr<ref::KvCache> local_cache_;  // chained mode: the stage-local pass's state
 };
 
 }  // namespace dsv4::verify

@@ -104,6 +104,25 @@ Record compare_stage(int layer, const CallCapture& call, const ref::CallGeometry
   return r;
 }
 
+// Chained mode: the record keeps the metrics against the oracle's chained values (how far the
+// engine is from the oracle's own end-to-end computation) and takes its verdict from the stage's
+// own error: the comparison against the stage recomputed from the captured inputs. The chained
+// difference is at most the stage's own error plus the propagated one (the difference between
+// the stage computed from the replay's inputs and from the captured ones, measured exactly by
+// computing both); docs/tolerances.md "Chained replay".
+Record chained_record(Record chained, const Record& own) {
+  if (chained.status == Status::missing) return chained;
+  chained.status = own.status;
+  std::string verdict = fmt::format("verdict on the stage's own error (against the stage recomputed from the captured "
+                                    "inputs): {}", to_string(own.status));
+  if (const auto* d = std::get_if<DenseMetrics>(&own.metrics))
+    verdict += fmt::format(", max_abs {:.3e}, cos_diff {:.3e}", d->max_abs, d->cos_diff);
+  else if (const auto* i = std::get_if<IndexSetMetrics>(&own.metrics))
+    verdict += fmt::format(", {} of {} rows failed", i->rows_failed, i->rows);
+  chained.note = chained.note.empty() ? verdict : chained.note + "; " + verdict;
+  return chained;
+}
+
 std::string list_layers(const Capture& c) {
   std::vector<int> layers;
   for (const auto& [index, layer] : c.layers) layers.push_back(index);
@@ -157,14 +176,18 @@ Report replay_capture(const Capture& capture, const ReplayOptions& options,
       if (progress)
         progress({layer.index, static_cast<int>(n) + 1, static_cast<int>(layers.size()), call.index,
                   static_cast<int>(layer.calls.size())});
-      const CallValues values = replay.replay_call(call);
+      const ReplayedCall replayed = replay.replay_call(call);
       if (options.call && call.index != *options.call) continue;
       const ref::CallGeometry geometry{&capture.config, layer.compress_ratio, call.batch, call.seqlen, call.start_pos};
       for (const ref::StageDef& stage : ref::stages()) {
         if (!stage.is_compared() || !ref::in_scope(stage.scope, layer.compress_ratio)) continue;
         if (stage_filter && !std::regex_search(stage.name.begin(), stage.name.end(), *stage_filter)) continue;
-        report.records.push_back(
-            compare_stage(layer.index, call, geometry, stage, values.at(std::string(stage.name)), table));
+        const std::string name(stage.name);
+        Record r = compare_stage(layer.index, call, geometry, stage, replayed.values.at(name), table);
+        if (options.mode == ReplayMode::chained)
+          r = chained_record(std::move(r),
+                             compare_stage(layer.index, call, geometry, stage, replayed.from_captured_inputs.at(name), table));
+        report.records.push_back(std::move(r));
         if (options.fail_fast && report.records.back().status == Status::fail) return report;
       }
     }

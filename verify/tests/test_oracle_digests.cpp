@@ -44,7 +44,7 @@ std::map<std::string, std::string> digests_of(const std::string& path) {
     for (const auto& [index, layer] : capture.layers) {
       LayerReplay replay(capture, layer, policy, oracle, mode);
       for (const CallCapture& call : layer.calls) {
-        const CallValues values = replay.replay_call(call);
+        const CallValues values = replay.replay_call(call).values;
         for (const auto& [stage, value] : values) {
           Fnv1a h;
           for (const ref::Mat& m : value.dense) h.add(m.data(), sizeof(double) * static_cast<size_t>(m.size()));
