@@ -171,29 +171,33 @@ __device__ __forceinline__ void qk_block(uint32_t q, uint32_t k, unsigned char* 
   }
 }
 
-// The running softmax of the warp's 8 heads over this block; P written over their S lines.
+// The running softmax of the warp's 8 heads over this block; P written over their S lines. Every
+// lane reads the heads' state (m, l) before lanes 0..7 write the new one (lane r: head 8w + r),
+// separated by __syncwarp: a shuffle orders no shared-memory access.
 template <int kPlanes>
 __device__ __forceinline__ void softmax_block(unsigned char* sp_ptr, uint32_t mask_lo, uint32_t mask_hi, float* st_m,
                                               float* st_l, float* st_r) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const bool v0 = (mask_lo >> lane) & 1u, v1 = (mask_hi >> lane) & 1u;
-  float s0[8], s1[8];
+  float s0[8], s1[8], m_old[8], l_old[8];
 #pragma unroll
   for (int r = 0; r < 8; ++r) {
     const int h = 8 * warp + r;
     s0[r] = *reinterpret_cast<const float*>(sp_ptr + s_offset(h, lane));
     s1[r] = *reinterpret_cast<const float*>(sp_ptr + s_offset(h, lane + 32));
+    m_old[r] = st_m[h];
+    l_old[r] = st_l[h];
   }
-  __syncwarp();  // every lane has read the warp's S lines before P overwrites them
+  __syncwarp();  // every lane has read the warp's S lines and state before P and the state are written
+  float my_m = 0.0f, my_l = 0.0f, my_r = 0.0f;  // lane r < 8: the new state of head 8w + r
 #pragma unroll
   for (int r = 0; r < 8; ++r) {
     const int h = 8 * warp + r;
-    const float m_old = st_m[h];
-    const float m_new = fmaxf(m_old, warp_max(fmaxf(v0 ? s0[r] : -INFINITY, v1 ? s1[r] : -INFINITY)));
+    const float m_new = fmaxf(m_old[r], warp_max(fmaxf(v0 ? s0[r] : -INFINITY, v1 ? s1[r] : -INFINITY)));
     const float p0 = v0 ? expf(s0[r] - m_new) : 0.0f;
     const float p1 = v1 ? expf(s1[r] - m_new) : 0.0f;
     const float sum = warp_sum(p0 + p1);
-    const float rescale = expf(m_old - m_new);  // 0 before the first valid slot (m_old = -inf)
+    const float rescale = expf(m_old[r] - m_new);  // 0 before the first valid slot (m_old = -inf)
     const float ps[2] = {p0, p1};
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -205,11 +209,16 @@ __device__ __forceinline__ void softmax_block(unsigned char* sp_ptr, uint32_t ma
         rest = rest - bf16_code_value(code);  // exact: the part of p the planes so far miss
       }
     }
-    if (lane == 0) {
-      st_m[h] = m_new;
-      st_l[h] = st_l[h] * rescale + sum;
-      st_r[h] = rescale;
+    if (lane == r) {
+      my_m = m_new;
+      my_l = l_old[r] * rescale + sum;
+      my_r = rescale;
     }
+  }
+  if (lane < 8) {
+    st_m[8 * warp + lane] = my_m;
+    st_l[8 * warp + lane] = my_l;
+    st_r[8 * warp + lane] = my_r;
   }
 }
 
