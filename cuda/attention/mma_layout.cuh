@@ -1,5 +1,5 @@
 #pragma once
-// Shared-memory layout of the mma kernels (sparse_mqa_mma.cu), host-visible so that the host test
+// Shared-memory layout of the mma kernels (sparse_mqa_v2.cu), host-visible so that the host test
 // checks the address arithmetic (bijections, bounds, bank spread) without a GPU.
 //
 // Row matrices (q: 64 heads x 512 dims; k: 64 slots x 512 dims), bf16: eight tiles of 64 dims, a
