@@ -5,7 +5,7 @@
 // sinks, k = 0, irregular page sizes, NaN in every token no valid slot references).
 //
 // What is asserted, per call (attention_cases.h, docs/cuda-attention.md "Checks"):
-//   v1 simple  out bitwise equal to the oracle's bf16 codes (official policy, and official with
+//   v1         out bitwise equal to the oracle's bf16 codes (official policy, and official with
 //              fp32 probabilities), but for at most one (row, head) at one ulp (exp's last bit);
 //   v2, v3     out within the per-element bound and the per-(row, head) cos-diff bound derived for
 //              each policy; inf / NaN exactly where the oracle has them;
@@ -662,7 +662,7 @@ TEST_CASE("prefill: V4-Flash and V4-Pro shapes with every kind of invalid entry"
   }
 }
 
-TEST_CASE("prefill: head_dim 128 (the tiny config) on the simple version") {
+TEST_CASE("prefill: head_dim 128 (the tiny config) on v1") {
   PrefillShape s;
   s.name = "prefill tiny dims h4 d128 topk 24";
   s.s_q = 13;

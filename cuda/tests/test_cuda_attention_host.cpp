@@ -4,7 +4,7 @@
 //     every UE8M0 scale byte, against reference/numerics; its byte offsets against the layout
 //     contract verify/layouts/flashmla_model1.h;
 //   - slot resolution (slot_source.cuh): every kind of invalid entry, lengths, the two lists;
-//   - the mma kernels' shared-memory addressing (mma_layout.cuh): bijective, in bounds, bank spread;
+//   - v2's shared-memory addressing (mma_layout.cuh): bijective, in bounds, bank spread;
 //   - v3's wgmma operands (v3_layout.cuh): every element each descriptor makes the tensor cores read,
 //     by an emulation of the PTX ISA's canonical layouts and 128-byte swizzle, is the element the
 //     kernel wrote there; the accumulator fragment map, the producer's share of a block, the plan;
@@ -150,7 +150,7 @@ TEST_CASE("slot resolution: invalid entries, lengths and the two lists") {
   CHECK(list_length(lens, 2, 7) == 7);
 }
 
-TEST_CASE("mma shared memory: matrix addressing is a bijection with conflict-free ldmatrix groups") {
+TEST_CASE("v2 shared memory: matrix addressing is a bijection with conflict-free ldmatrix groups") {
   using namespace layout;
   std::set<uint32_t> seen;
   for (int row = 0; row < kRows; ++row)
@@ -170,7 +170,7 @@ TEST_CASE("mma shared memory: matrix addressing is a bijection with conflict-fre
     }
 }
 
-TEST_CASE("mma shared memory: P planes stay inside their head line, S stores and P reads spread over the banks") {
+TEST_CASE("v2 shared memory: P planes stay inside their head line, S stores and P reads spread over the banks") {
   using namespace layout;
   for (int h = 0; h < kRows; ++h)
     for (int plane = 0; plane < 3; ++plane)
@@ -200,7 +200,7 @@ TEST_CASE("mma shared memory: P planes stay inside their head line, S stores and
     }
 }
 
-TEST_CASE("mma shared memory plans: aligned, disjoint, within the 227 KiB of a block") {
+TEST_CASE("v2 shared memory plans: aligned, disjoint, within the 227 KiB of a block") {
   using namespace layout;
   const Plan d = decode_plan(), p = prefill_plan();
   CHECK(d.total <= 232448u);
