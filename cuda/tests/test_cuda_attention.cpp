@@ -17,7 +17,7 @@
 // v3's pieces alone first ("v3 pieces: ..."): one wgmma QK tile and one PV tile on values whose fp32
 // sums are exact (so any misplaced element shows as an exact mismatch, named by row and column),
 // and the producer's gather and dequantization of decode blocks, bitwise.
-// The seed is printed; DSV4_TEST_SEED reproduces a run.
+// Inputs come from harness cases: a failure prints the case ID, DSV4_CASE='<ID>' reruns it alone.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -26,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <limits>
 #include <random>
 #include <string>
@@ -38,6 +39,7 @@
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_buffer.h"
 #include "cuda/tests/attention_cases.h"
+#include "cuda/tests/harness.h"
 #include "reference/config.h"
 #include "reference/numerics/bf16.h"
 #include "reference/precision.h"
@@ -65,17 +67,12 @@ using testing::ProbsKind;
 
 namespace {
 
-uint64_t base_seed() {
-  static const uint64_t seed = [] {
-    uint64_t s = static_cast<uint64_t>(std::random_device{}()) << 32 | std::random_device{}();
-    if (const char* env = std::getenv("DSV4_TEST_SEED")) s = std::strtoull(env, nullptr, 10);
-    std::printf("test_cuda_attention: seed %llu (DSV4_TEST_SEED reproduces it)\n", static_cast<unsigned long long>(s));
-    return s;
-  }();
-  return seed;
+// A test's inputs come from a harness case (cuda/tests/harness.h): its ID, attention(test=...,
+// inputs=...,seed=S), is printed with any failure, and DSV4_CASE='<ID>' reruns those inputs alone
+// (every other input of the binary is skipped) with that seed; DSV4_TEST_SEED sets the base seed.
+std::optional<cuda::testing::Case> inputs(const std::string& test, const std::string& which) {
+  return cuda::testing::Case::select(cuda::testing::CaseId("attention").with("test", test).with("inputs", which));
 }
-
-std::mt19937_64 generator(uint64_t salt) { return std::mt19937_64(base_seed() ^ (salt * 0x9E3779B97F4A7C15ull)); }
 
 const char* name_of(Probs p) { return p == Probs::bf16 ? "bf16 probs" : "fp32 probs"; }
 ProbsKind kind_of(Probs p) { return p == Probs::bf16 ? ProbsKind::bf16 : ProbsKind::fp32; }
@@ -265,7 +262,10 @@ void check_exact(const std::vector<float>& got, const std::vector<double>& want,
 }  // namespace
 
 TEST_CASE("v3 pieces: one wgmma QK tile (64 heads x 64 slots over 512 dims) is the exact product") {
-  std::mt19937_64 gen = generator(50);
+  const auto c_in = inputs("v3_pieces", "qk tile");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
   const std::vector<uint16_t> q = grid_codes(64 * 512, gen), k = grid_codes(64 * 512, gen);
   DeviceBuffer<uint16_t> dq(q), dk(k);
   GuardedBuffer<float> ds(64 * 64);
@@ -285,7 +285,10 @@ TEST_CASE("v3 pieces: one wgmma QK tile (64 heads x 64 slots over 512 dims) is t
 }
 
 TEST_CASE("v3 pieces: one wgmma PV tile (the k tile read transposed as V) is the exact product, 1 and 3 planes") {
-  std::mt19937_64 gen = generator(51);
+  const auto c_in = inputs("v3_pieces", "pv tile");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
   for (int planes : {1, 3}) {
     CAPTURE(planes);
     const std::vector<uint16_t> p = grid_codes(static_cast<size_t>(planes) * 64 * 64, gen), v = grid_codes(64 * 512, gen);
@@ -307,7 +310,10 @@ TEST_CASE("v3 pieces: one wgmma PV tile (the k tile read transposed as V) is the
 }
 
 TEST_CASE("v3 pieces: the producer gathers and dequantizes decode blocks exactly, invalid slots as zeros") {
-  std::mt19937_64 gen = generator(52);
+  const auto c_in = inputs("v3_pieces", "producer blocks");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
   DecodeShape s = flash_shape();
   s.name = "v3 producer probe";
   s.batch = 1;
@@ -368,7 +374,10 @@ TEST_CASE("sanitizer: small decode and prefill on every version") {
   s.damage.invalid_leading_blocks = 1;
   s.damage.lengths = true;
   s.sink_kind = 6;
-  std::mt19937_64 gen = generator(40);
+  const auto c_in = inputs("sanitizer", "small decode and prefill");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
   const DecodeCase c = testing::make_decode_case(s, gen);
   for (Variant v : kVersions)
     for (Probs p : kProbs) check_decode(c, v, p);
@@ -395,7 +404,10 @@ TEST_CASE("sanitizer: small decode and prefill on every version") {
 
 TEST_CASE("decode: V4-Flash and V4-Pro shapes, every version and probability rounding") {
   for (const DecodeShape& shape : {flash_shape(), pro_shape()}) {
-    std::mt19937_64 gen = generator(1);
+    const auto c_in = inputs("decode", shape.name);
+    if (!c_in) continue;  // DSV4_CASE names other inputs
+    INFO(c_in->reproduce());
+    std::mt19937_64 gen = c_in->rng();
     const DecodeCase c = testing::make_decode_case(shape, gen);
     for (Variant v : kVersions)
       for (Probs p : kProbs) check_decode(c, v, p);
@@ -420,7 +432,10 @@ TEST_CASE("decode: adversarial index lists, irregular pages, lengths, mixed sink
   s.damage.lengths = true;
   s.damage.out_of_range = true;
   s.sink_kind = 6;
-  std::mt19937_64 gen = generator(2);
+  const auto c_in = inputs("decode", "adversarial");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
   const DecodeCase c = testing::make_decode_case(s, gen);
   for (Variant v : kVersions)
     for (Probs p : kProbs) check_decode(c, v, p);
@@ -435,7 +450,10 @@ TEST_CASE("decode: a grid of 140 blocks (no split-KV) and s_q 1") {
   s.extra_topk = 128;
   s.extra_tokens = 256;
   s.damage.invalid_fraction = 0.05;
-  std::mt19937_64 gen = generator(3);
+  const auto c_in = inputs("decode", "140 blocks and s_q 1");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
   const DecodeCase c = testing::make_decode_case(s, gen);
   for (Variant v : kVersions) check_decode(c, v, Probs::bf16);
   DecodeShape one = flash_shape();
@@ -454,7 +472,10 @@ TEST_CASE("decode: sinks of +inf, -inf, +80, -1e4 and none") {
     s.extra_topk = 64;
     s.extra_tokens = 128;
     s.sink_kind = kind;
-    std::mt19937_64 gen = generator(4 + static_cast<uint64_t>(kind));
+    const auto c_in = inputs("decode", "sink kind " + std::to_string(kind));
+    if (!c_in) continue;  // DSV4_CASE names other inputs
+    INFO(c_in->reproduce());
+    std::mt19937_64 gen = c_in->rng();
     const DecodeCase c = testing::make_decode_case(s, gen);
     for (Variant v : kVersions) check_decode(c, v, Probs::bf16);
   }
@@ -464,7 +485,10 @@ TEST_CASE("decode: k = 0 (no compressed list) and no list at all") {
   DecodeShape s = flash_shape();
   s.name = "window only";
   s.extra_topk = 0;
-  std::mt19937_64 gen = generator(10);
+  const auto c_in = inputs("decode", "k = 0 and no list");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
   const DecodeCase window_only = testing::make_decode_case(s, gen);
   s.name = "no slots";
   s.topk = 0;
@@ -484,7 +508,10 @@ TEST_CASE("decode: one valid slot gives its dequantized row exactly") {
   s.name = "one valid slot";
   s.batch = 3;
   s.sink_kind = 1;
-  std::mt19937_64 gen = generator(11);
+  const auto c_in = inputs("decode", "one valid slot");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
   DecodeCase c = testing::make_decode_case(s, gen);
   // Row r keeps only slot keep[r]: the first slot, one in the middle of the second block (after a
   // whole invalid block), the last extra slot.
@@ -524,7 +551,10 @@ TEST_CASE("decode: one valid slot gives its dequantized row exactly") {
 }
 
 TEST_CASE("decode: 20 reruns are bitwise identical") {
-  std::mt19937_64 gen = generator(12);
+  const auto c_in = inputs("decode", "reruns");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
   DecodeShape s = flash_shape();
   s.damage.invalid_fraction = 0.1;
   const DecodeCase c = testing::make_decode_case(s, gen);
@@ -543,7 +573,10 @@ TEST_CASE("decode: 20 reruns are bitwise identical") {
 }
 
 TEST_CASE("decode: bad arguments throw before launching") {
-  std::mt19937_64 gen = generator(13);
+  const auto c_in = inputs("decode", "bad arguments");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
   DecodeShape s = flash_shape();
   s.batch = 1;
   const DecodeCase c = testing::make_decode_case(s, gen);
@@ -655,7 +688,10 @@ TEST_CASE("prefill: V4-Flash and V4-Pro shapes with every kind of invalid entry"
   few.damage.invalid_fraction = 0.1;
   few.damage.out_of_range = true;
   for (const PrefillShape& shape : {flash, pro, few}) {
-    std::mt19937_64 gen = generator(20);
+    const auto c_in = inputs("prefill", shape.name);
+    if (!c_in) continue;  // DSV4_CASE names other inputs
+    INFO(c_in->reproduce());
+    std::mt19937_64 gen = c_in->rng();
     const PrefillCase c = testing::make_prefill_case(shape, gen);
     for (Variant v : kVersions)
       for (Probs p : kProbs) check_prefill(c, v, p);
@@ -671,7 +707,10 @@ TEST_CASE("prefill: head_dim 128 (the tiny config) on v1") {
   s.topk = 24;
   s.s_kv = 40;
   s.damage.invalid_fraction = 0.2;
-  std::mt19937_64 gen = generator(21);
+  const auto c_in = inputs("prefill", "head_dim 128");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
   const PrefillCase c = testing::make_prefill_case(s, gen);
   for (Probs p : kProbs) check_prefill(c, Variant::v1, p);
 }
@@ -683,7 +722,10 @@ TEST_CASE("prefill: the oracle-typed wrapper equals ref::sparse_mqa") {
   s.topk = 192;
   s.s_kv = 300;
   s.damage.invalid_fraction = 0.2;
-  std::mt19937_64 gen = generator(22);
+  const auto c_in = inputs("prefill", "wrapper");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
   const PrefillCase c = testing::make_prefill_case(s, gen);
   const testing::OracleInputs in = c.oracle_inputs();
   const Mat got = cuda::attention::sparse_mqa(in.q, in.kv, in.sink, in.indices, in.n_heads, in.scale, Probs::bf16,
@@ -706,7 +748,10 @@ TEST_CASE("replay backend: decode calls run on MODEL1 pages within the bounds (r
   cfg.n_heads = 64;
   cfg.head_dim = 512;
   const std::unique_ptr<ref::StageProvider> backend = verify::make_cuda_backend("official");
-  std::mt19937_64 gen = generator(60);
+  const auto c_in = inputs("replay_backend", "decode on MODEL1 pages");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
   std::normal_distribution<double> normal(0.0, 1.0);
   for (int ratio : {0, 4, 128}) {
     CAPTURE(ratio);
@@ -744,7 +789,10 @@ TEST_CASE("output path: inverse RoPE is bitwise the oracle's") {
   for (const ref::ModelConfig& cfg : {ref::ModelConfig::flash(), ref::ModelConfig::tiny()}) {
     CAPTURE(cfg.name);
     const ref::PrecisionPolicy p = ref::PrecisionPolicy::official();
-    std::mt19937_64 gen = generator(30);
+    const auto c_in = inputs("inverse_rope", cfg.name);
+    if (!c_in) continue;  // DSV4_CASE names other inputs
+    INFO(c_in->reproduce());
+    std::mt19937_64 gen = c_in->rng();
     std::uniform_real_distribution<double> u(-2, 2);
     for (int ratio : {0, 4}) {
       const ref::RopeTable rope = ref::RopeTable::for_layer(cfg, ratio, p);
@@ -763,7 +811,10 @@ TEST_CASE("output path: grouped wo_a within the fp32-accumulation bound") {
   for (const ref::ModelConfig& cfg : {ref::ModelConfig::flash(), ref::ModelConfig::tiny()}) {
     CAPTURE(cfg.name);
     const ref::PrecisionPolicy p = ref::PrecisionPolicy::official();
-    std::mt19937_64 gen = generator(31);
+    const auto c_in = inputs("wo_a", cfg.name);
+    if (!c_in) continue;  // DSV4_CASE names other inputs
+    INFO(c_in->reproduce());
+    std::mt19937_64 gen = c_in->rng();
     std::normal_distribution<double> n01(0, 1);
     const Index width = static_cast<Index>(cfg.n_heads) * cfg.head_dim / cfg.o_groups;
     ref::AttentionWeights w;
