@@ -307,7 +307,7 @@ TEST_CASE("v3 descriptor encoding: field positions, and a wrong stride is seen")
   CHECK(mismatches > 0);
 }
 
-TEST_CASE("v3 fragments: the accumulator map covers each tile once; the producer covers each block once") {
+TEST_CASE("v3 fragments: the accumulator map and the producer share each cover their tile once") {
   for (int n : {32, 256}) {
     std::set<int> seen;
     for (int t = 0; t < 128; ++t)
