@@ -76,13 +76,13 @@ void run_timed(benchmark::State& state, F&& launch) {
 const DecodeShape kFlash{"Flash_h64_w128+top512", 64, 512, 2048, 0, 2};
 const DecodeShape kPro{"Pro_h128_w128+top1024", 128, 1024, 4096, 0, 2};
 
-void BM_Decode(benchmark::State& state, DecodeShape shape, attn::Version version, attn::Probs probs) {
+void BM_Decode(benchmark::State& state, DecodeShape shape, attn::Variant variant, attn::Probs probs) {
   shape.batch = static_cast<int>(state.range(0));
   const DecodeInputs in(shape);
   const attn::DecodeArgs a = in.args(probs);
-  const size_t ws_bytes = attn::decode_workspace_bytes(a, version);
+  const size_t ws_bytes = attn::decode_workspace_bytes(a, variant);
   DeviceBuffer<uint8_t> ws(ws_bytes);
-  run_timed(state, [&] { attn::sparse_mqa_decode(a, version, ws.get(), ws_bytes); });
+  run_timed(state, [&] { attn::sparse_mqa_decode(a, variant, ws.get(), ws_bytes); });
   set_counters(state, in.flops(), in.bytes());
   state.counters["splits"] = attn::decode_splits(shape.batch, shape.s_q, shape.n_heads, in.shape.topk() + shape.extra_topk,
                                                  [] {
@@ -92,10 +92,10 @@ void BM_Decode(benchmark::State& state, DecodeShape shape, attn::Version version
                                                  }());
 }
 
-void BM_Prefill(benchmark::State& state, PrefillShape shape, attn::Version version, attn::Probs probs) {
+void BM_Prefill(benchmark::State& state, PrefillShape shape, attn::Variant variant, attn::Probs probs) {
   const PrefillInputs in(shape);
   const attn::PrefillArgs a = in.args(probs);
-  run_timed(state, [&] { attn::sparse_mqa_prefill(a, version); });
+  run_timed(state, [&] { attn::sparse_mqa_prefill(a, variant); });
   set_counters(state, in.flops(), in.bytes());
 }
 
@@ -152,15 +152,17 @@ void BM_CublasGemm(benchmark::State& state) {
 
 void register_all() {
   using attn::Probs;
-  using attn::Version;
+  using dsv4::cuda::Variant;
+  const auto probs_name = [](Probs p) { return p == Probs::bf16 ? "/bf16P/" : "/fp32P/"; };
   for (const DecodeShape& s : {kFlash, kPro}) {
-    for (Probs p : {Probs::bf16, Probs::fp32}) {
-      const std::string name = std::string("Decode/") + s.name + (p == Probs::bf16 ? "/bf16P" : "/fp32P") + "/mma";
-      benchmark::RegisterBenchmark(name.c_str(), BM_Decode, s, Version::mma, p)
-          ->Arg(64)->Arg(128)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);
-    }
-    const std::string name = std::string("Decode/") + s.name + "/bf16P/simple";
-    benchmark::RegisterBenchmark(name.c_str(), BM_Decode, s, Version::simple, Probs::bf16)
+    for (Variant v : {Variant::v2, Variant::v3})
+      for (Probs p : {Probs::bf16, Probs::fp32}) {
+        const std::string name = std::string("Decode/") + s.name + probs_name(p) + variant_name(v);
+        benchmark::RegisterBenchmark(name.c_str(), BM_Decode, s, v, p)
+            ->Arg(64)->Arg(128)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);
+      }
+    const std::string name = std::string("Decode/") + s.name + "/bf16P/v1";
+    benchmark::RegisterBenchmark(name.c_str(), BM_Decode, s, Variant::v1, Probs::bf16)
         ->Arg(64)->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(2);
   }
   const PrefillShape prefills[] = {{"Flash_h64_top512_kv8K", 64, 512, 8192, 4096},
@@ -168,17 +170,19 @@ void register_all() {
                                    {"Pro_h128_top1024_kv8K", 128, 1024, 8192, 4096},
                                    {"Pro_h128_top1024_kv64K", 128, 1024, 65536, 4096}};
   for (const PrefillShape& s : prefills)
-    for (Probs p : {Probs::bf16, Probs::fp32}) {
-      const std::string name = std::string("Prefill/") + s.name + (p == Probs::bf16 ? "/bf16P" : "/fp32P") + "/mma";
-      benchmark::RegisterBenchmark(name.c_str(), BM_Prefill, s, Version::mma, p)
-          ->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(10);
-    }
-  // v1 on a quarter of the queries (it is slow: the oracle's double arithmetic).
+    for (Variant v : {Variant::v2, Variant::v3})
+      for (Probs p : {Probs::bf16, Probs::fp32}) {
+        const std::string name = std::string("Prefill/") + s.name + probs_name(p) + variant_name(v);
+        benchmark::RegisterBenchmark(name.c_str(), BM_Prefill, s, v, p)
+            ->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(10);
+      }
+  // v1 on a sixteenth of the queries (it is slow: the oracle's double arithmetic), beside v2 and v3.
   const PrefillShape small{"Flash_h64_top512_kv8K_q256", 64, 512, 8192, 256};
-  benchmark::RegisterBenchmark("Prefill/Flash_h64_top512_kv8K_q256/bf16P/simple", BM_Prefill, small, Version::simple, Probs::bf16)
-      ->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(2);
-  benchmark::RegisterBenchmark("Prefill/Flash_h64_top512_kv8K_q256/bf16P/mma", BM_Prefill, small, Version::mma, Probs::bf16)
-      ->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(10);
+  for (Variant v : {Variant::v1, Variant::v2, Variant::v3}) {
+    const std::string name = std::string("Prefill/") + small.name + "/bf16P/" + variant_name(v);
+    benchmark::RegisterBenchmark(name.c_str(), BM_Prefill, small, v, Probs::bf16)
+        ->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(v == Variant::v1 ? 2 : 10);
+  }
 
   benchmark::RegisterBenchmark("Output/InverseRope/Flash_h64", BM_InverseRope, 64)
       ->Arg(256)->Arg(4096)->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);

@@ -56,18 +56,20 @@ void export_decode(const std::string& dir, DecodeShape shape) {
   make_dir(dir);
   const DecodeInputs in(shape);
   const attn::DecodeArgs a = in.args(attn::Probs::bf16);
-  const size_t ws_bytes = attn::decode_workspace_bytes(a, attn::Version::mma);
-  DeviceBuffer<uint8_t> ws(ws_bytes);
-  attn::sparse_mqa_decode(a, attn::Version::mma, ws.get(), ws_bytes);
-  CUDA_CHECK(cudaDeviceSynchronize());
+  for (attn::Variant v : {attn::Variant::v2, attn::Variant::v3}) {  // out_v2.bin, lse_v2.bin, out_v3.bin, ...
+    const size_t ws_bytes = attn::decode_workspace_bytes(a, v);
+    DeviceBuffer<uint8_t> ws(ws_bytes);
+    attn::sparse_mqa_decode(a, v, ws.get(), ws_bytes);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    write_device(dir + "/out_" + variant_name(v) + ".bin", in.out);
+    write_device(dir + "/lse_" + variant_name(v) + ".bin", in.lse);
+  }
   write_device(dir + "/q.bin", in.q);
   write_device(dir + "/window_pool.bin", in.window_pool);
   write_device(dir + "/extra_pool.bin", in.extra_pool);
   write_device(dir + "/window_idx.bin", in.window_idx);
   write_device(dir + "/extra_idx.bin", in.extra_idx);
   write_device(dir + "/sink.bin", in.sink);
-  write_device(dir + "/out.bin", in.out);
-  write_device(dir + "/lse.bin", in.lse);
   char meta[1024];
   std::snprintf(meta, sizeof meta,
                 "{\"kind\": \"decode\", \"name\": \"%s\", \"batch\": %d, \"s_q\": %d, \"n_heads\": %d, \"head_dim\": 512,\n"
@@ -85,15 +87,16 @@ void export_decode(const std::string& dir, DecodeShape shape) {
 void export_prefill(const std::string& dir, const PrefillShape& shape) {
   make_dir(dir);
   const PrefillInputs in(shape);
-  attn::sparse_mqa_prefill(in.args(attn::Probs::bf16), attn::Version::mma);
-  CUDA_CHECK(cudaDeviceSynchronize());
+  for (attn::Variant v : {attn::Variant::v2, attn::Variant::v3}) {
+    attn::sparse_mqa_prefill(in.args(attn::Probs::bf16), v);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    write_device(dir + "/out_" + variant_name(v) + ".bin", in.out);
+    write_device(dir + "/lse_" + variant_name(v) + ".bin", in.lse);
+  }
   write_device(dir + "/q.bin", in.q);
   write_device(dir + "/kv.bin", in.kv);
   write_device(dir + "/idx.bin", in.idx);
   write_device(dir + "/sink.bin", in.sink);
-  write_device(dir + "/out.bin", in.out);
-  write_device(dir + "/lse.bin", in.lse);
-  write_device(dir + "/max_logits.bin", in.max_logits);
   char meta[1024];
   std::snprintf(meta, sizeof meta,
                 "{\"kind\": \"prefill\", \"name\": \"%s\", \"s_q\": %d, \"n_heads\": %d, \"head_dim\": 512, \"topk\": %d,\n"

@@ -4,15 +4,16 @@ own inputs, beside this project's kernels.
 
 The inputs are the bytes `dsv4-cuda-attention-export OUT_DIR` wrote (the very tensors
 bench/cuda_attention_bench.cu times: MODEL1 FP8 pages for decode, bf16 rows for prefill) together with
-this project's mma kernel outputs on them. The MODEL1 pools are handed to FlashMLA as its k_cache
+this project's v2 and v3 kernel outputs on them (out_v2.bin, lse_v2.bin, out_v3.bin, lse_v3.bin; their
+timings are in the C++ benchmark of the same run). The MODEL1 pools are handed to FlashMLA as its k_cache
 tensors [num_pages, page_size, 1, 584] (a view of the pages, page stride = the padded page bytes of
 verify/layouts/flashmla_model1.h), the index lists as they are (`page * page_size + offset`).
 Nothing of FlashMLA is built or shipped here: the script only calls its Python API.
 
 Per shape and batch: time (CUDA events, mean of 10 back-to-back calls, median of 5 repeats), TFLOPS
 (FlashMLA's count 2 h (512 + 512) per attended key) and GB/s (the C++ benchmark's byte count), and
-the out / lse differences to this project's kernel (max abs, max rel, cos-diff as FlashMLA's tests
-compute it, inf positions).
+the out / lse differences to each of this project's versions (max abs, max rel, cos-diff as FlashMLA's
+tests compute it, inf positions), and v3 against v2.
 
   python3 bench/python_attention_bench.py CASE_DIR [--json out.json] [--no-torch]
 """
@@ -26,6 +27,7 @@ import numpy as np
 import torch
 
 REPEATS, LAUNCHES = 5, 10
+VERSIONS = ("v2", "v3")  # this project's kernels whose outputs the export wrote
 
 
 def time_us(fn):
@@ -67,6 +69,13 @@ def diff(name, got, ref):
     rel_err = abs_err / (r.abs() + 1e-6)
     return {f"{name}_inf_nan_positions_equal": same_inf, f"{name}_max_abs": abs_err.max().item() if abs_err.numel() else 0.0,
             f"{name}_max_rel": rel_err.max().item() if rel_err.numel() else 0.0, f"{name}_cos_diff": cos_diff}
+
+
+def compare_versions(entry, ours):
+    """v3 against v2 on the same inputs (both within their bounds of the oracle in the GPU tests)."""
+    (o2, l2), (o3, l3) = ours["v2"], ours["v3"]
+    entry.update(diff("v3_vs_v2_out", o3, o2))
+    entry.update(diff("v3_vs_v2_lse", l3, l2))
 
 
 def dequant_model1(pool, pages, page_size, page_bytes):
@@ -114,8 +123,8 @@ def decode_case(case, meta, flash_mla, use_torch, results):
     widx_all = load(case, "window_idx.bin", np.int32, (b_all, s_q, topk))
     eidx_all = load(case, "extra_idx.bin", np.int32, (b_all, s_q, extra_topk))
     sink = load(case, "sink.bin", np.float32)
-    ours_out_all = bf16(load(case, "out.bin", np.uint16, (b_all, s_q, h, 512)))
-    ours_lse_all = load(case, "lse.bin", np.float32, (b_all, h, s_q))
+    ours = {v: (bf16(load(case, f"out_{v}.bin", np.uint16, (b_all, s_q, h, 512))),
+                load(case, f"lse_{v}.bin", np.float32, (b_all, h, s_q))) for v in VERSIONS}
 
     def k_cache(pool, pages, page, page_bytes):  # FlashMLA's view: [pages, page, 1, 584], page stride page_bytes
         return pool.view(torch.float8_e4m3fn).view(pages, page_bytes)[:, : page * 584].view(pages, page, 1, 584)
@@ -128,6 +137,7 @@ def decode_case(case, meta, flash_mla, use_torch, results):
         q, widx, eidx = q_all[:b].contiguous(), widx_all[:b].contiguous(), eidx_all[:b].contiguous()
         flops = meta["flops_per_row"] * rows
         entry = {"case": meta["name"], "kind": "decode", "batch": b, "flops": flops}
+        compare_versions(entry, {v: (o[:b], l[:b]) for v, (o, l) in ours.items()})
         if flash_mla is not None:
             sched, _ = flash_mla.get_mla_metadata()
 
@@ -139,8 +149,9 @@ def decode_case(case, meta, flash_mla, use_torch, results):
             out, lse = run()
             us = time_us(run)
             entry.update({"flashmla_us": us, "flashmla_tflops": flops / us * 1e-6})
-            entry.update(diff("flashmla_vs_ours_out", out, ours_out_all[:b]))
-            entry.update(diff("flashmla_vs_ours_lse", lse, ours_lse_all[:b]))
+            for v, (o, l) in ours.items():
+                entry.update(diff(f"flashmla_vs_{v}_out", out, o[:b]))
+                entry.update(diff(f"flashmla_vs_{v}_lse", lse, l[:b]))
         if use_torch:
             idx = torch.cat([widx, eidx + wpages * ps], dim=-1).view(rows, topk + extra_topk)
             qf = q.view(rows, h, 512)
@@ -151,8 +162,9 @@ def decode_case(case, meta, flash_mla, use_torch, results):
             out, lse = run_torch()
             us = time_us(run_torch)
             entry.update({"torch_us": us, "torch_tflops": flops / us * 1e-6})
-            entry.update(diff("torch_vs_ours_out", out.view(b, s_q, h, 512), ours_out_all[:b]))
-            entry.update(diff("torch_vs_ours_lse", lse.view(b, s_q, h).transpose(1, 2), ours_lse_all[:b]))
+            for v, (o, l) in ours.items():
+                entry.update(diff(f"torch_vs_{v}_out", out.view(b, s_q, h, 512), o[:b]))
+                entry.update(diff(f"torch_vs_{v}_lse", lse.view(b, s_q, h).transpose(1, 2), l[:b]))
         results.append(entry)
         print(json.dumps(entry), flush=True)
 
@@ -164,10 +176,11 @@ def prefill_case(case, meta, flash_mla, use_torch, results):
     kv = bf16(load(case, "kv.bin", np.uint16, (s_kv, 512)))
     idx = load(case, "idx.bin", np.int32, (s_q, topk))
     sink = load(case, "sink.bin", np.float32)
-    ours_out = bf16(load(case, "out.bin", np.uint16, (s_q, h, 512)))
-    ours_lse = load(case, "lse.bin", np.float32, (s_q, h))
+    ours = {v: (bf16(load(case, f"out_{v}.bin", np.uint16, (s_q, h, 512))), load(case, f"lse_{v}.bin", np.float32, (s_q, h)))
+            for v in VERSIONS}
     flops = meta["flops"]
     entry = {"case": meta["name"], "kind": "prefill", "s_q": s_q, "flops": flops}
+    compare_versions(entry, ours)
     if flash_mla is not None:
         kv3, idx3 = kv.view(s_kv, 1, 512), idx.view(s_q, 1, topk)
 
@@ -177,8 +190,9 @@ def prefill_case(case, meta, flash_mla, use_torch, results):
         out, _max_logits, lse = run()[:3]
         us = time_us(run)
         entry.update({"flashmla_us": us, "flashmla_tflops": flops / us * 1e-6})
-        entry.update(diff("flashmla_vs_ours_out", out, ours_out))
-        entry.update(diff("flashmla_vs_ours_lse", lse, ours_lse))
+        for v, (o, l) in ours.items():
+            entry.update(diff(f"flashmla_vs_{v}_out", out, o))
+            entry.update(diff(f"flashmla_vs_{v}_lse", lse, l))
     if use_torch:
         chunk = 256 if h * topk > 64 * 512 else 512  # bounds the gathered [chunk, topk, 512] rows
 
@@ -188,8 +202,9 @@ def prefill_case(case, meta, flash_mla, use_torch, results):
         out, lse = run_torch()
         us = time_us(run_torch)
         entry.update({"torch_us": us, "torch_tflops": flops / us * 1e-6})
-        entry.update(diff("torch_vs_ours_out", out, ours_out))
-        entry.update(diff("torch_vs_ours_lse", lse, ours_lse))
+        for v, (o, l) in ours.items():
+            entry.update(diff(f"torch_vs_{v}_out", out, o))
+            entry.update(diff(f"torch_vs_{v}_lse", lse, l))
     results.append(entry)
     print(json.dumps(entry), flush=True)
 

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "cuda/attention/model1_codec.cuh"
 #include "cuda/attention/output_path.h"
 #include "cuda/common/device_buffer.h"
 #include "reference/numerics/bf16.h"
@@ -49,7 +50,7 @@ std::vector<float> rope_rows(const ref::RopeTable& rope, int64_t n_positions) {
 }
 
 ref::Mat sparse_mqa(const ref::Mat& q, const ref::Mat& kv, const ref::Vec& sink, const ref::IndexMat& indices,
-                    int n_heads, double softmax_scale, Probs probs, Version version) {
+                    int n_heads, double softmax_scale, Probs probs, Variant variant) {
   const char* who = "cuda::attention::sparse_mqa";
   const ref::Index d = kv.cols();
   if (n_heads < 1 || q.cols() != n_heads * d || sink.size() != n_heads || indices.rows() != q.rows())
@@ -82,9 +83,53 @@ ref::Mat sparse_mqa(const ref::Mat& q, const ref::Mat& kv, const ref::Vec& sink,
   a.softmax_scale = static_cast<float>(softmax_scale);
   a.probs = probs;
   a.out = dout.get();
-  sparse_mqa_prefill(a, version);
+  sparse_mqa_prefill(a, variant);
   CUDA_CHECK(cudaDeviceSynchronize());
   return from_bf16(dout.download(), q.rows(), q.cols());
+}
+
+ref::Mat sparse_mqa_decode(const ref::Mat& q, const Model1Pool& window, const ref::IndexMat& window_list,
+                           const Model1Pool& compressed, const ref::IndexMat& compressed_list, const ref::Vec& sink,
+                           int n_heads, double softmax_scale, Probs probs, Variant variant) {
+  const char* who = "cuda::attention::sparse_mqa_decode";
+  const ref::Index s_q = q.rows();
+  if (n_heads < 1 || q.cols() != static_cast<ref::Index>(n_heads) * kHeadDim || sink.size() != n_heads ||
+      window_list.rows() != s_q || (compressed_list.cols() > 0 && compressed_list.rows() != s_q))
+    throw std::invalid_argument(std::string(who) + ": expected q [s_q, H*512], sink [H], lists [s_q, K]");
+  const std::vector<uint16_t> q_codes = exact_bf16(q, who, "q");
+  std::vector<float> sink_f(static_cast<size_t>(n_heads));
+  for (int h = 0; h < n_heads; ++h) sink_f[static_cast<size_t>(h)] = static_cast<float>(sink(h));
+  // row-major [s_q, K] lists (Eigen's IndexMat is row-major, as the oracle's)
+  const std::vector<int32_t> wl(window_list.data(), window_list.data() + window_list.size());
+  const std::vector<int32_t> cl(compressed_list.data(), compressed_list.data() + compressed_list.size());
+  const int extra_topk = static_cast<int>(compressed_list.cols());
+
+  DeviceBuffer<uint16_t> dq(q_codes), dout(q_codes.size());
+  DeviceBuffer<uint8_t> dwin(window.bytes), dcomp(compressed.bytes);
+  DeviceBuffer<int32_t> dwl(wl), dcl(cl);
+  DeviceBuffer<float> dsink(sink_f), dlse(static_cast<size_t>(s_q * n_heads));
+  DecodeArgs a;
+  a.batch = 1;
+  a.s_q = static_cast<int>(s_q);
+  a.n_heads = n_heads;
+  a.q = dq.get();
+  a.pool = PagedPool{dwin.get(), window.page_size, window.page_size > 0 ? static_cast<int64_t>(window.bytes.size()) / model1_page_bytes(window.page_size) : 0};
+  a.list = IndexList{dwl.get(), static_cast<int>(window_list.cols()), nullptr};
+  if (extra_topk > 0) {
+    a.extra_pool = PagedPool{dcomp.get(), compressed.page_size,
+                             static_cast<int64_t>(compressed.bytes.size()) / model1_page_bytes(compressed.page_size)};
+    a.extra_list = IndexList{dcl.get(), extra_topk, nullptr};
+  }
+  a.sink = dsink.get();
+  a.softmax_scale = static_cast<float>(softmax_scale);
+  a.probs = probs;
+  a.out = dout.get();
+  a.lse = dlse.get();
+  const size_t ws_bytes = decode_workspace_bytes(a, variant);
+  DeviceBuffer<uint8_t> ws(ws_bytes);
+  sparse_mqa_decode(a, variant, ws.get(), ws_bytes);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  return from_bf16(dout.download(), s_q, q.cols());
 }
 
 ref::Mat inverse_rope_heads(const ref::Mat& o, int64_t start_pos, const ref::RopeTable& rope, int n_heads,

@@ -8,14 +8,18 @@
 
 namespace dsv4::cuda::attention::detail {
 
-// v1 (sparse_mqa_simple.cu): one block of 64 threads per (query row, head).
-void launch_simple(const DecodeParams& p, Probs probs, cudaStream_t stream);
-void launch_simple(const PrefillParams& p, Probs probs, cudaStream_t stream);
+// v1 (sparse_mqa_v1.cu): one block of 64 threads per (query row, head).
+void launch_v1(const DecodeParams& p, Probs probs, cudaStream_t stream);
+void launch_v1(const PrefillParams& p, Probs probs, cudaStream_t stream);
 
-// v2 (sparse_mqa_mma.cu): 256 threads per (query row, 64 heads[, split]). splits > 1 writes partial
-// results to `workspace` (mma_workspace_bytes) and combines them in a second kernel.
-void launch_mma(const DecodeParams& p, Probs probs, int splits, void* workspace, cudaStream_t stream);
-void launch_mma(const PrefillParams& p, Probs probs, cudaStream_t stream);
-size_t mma_workspace_bytes(int64_t rows, int n_heads, int splits);
+// v2 (sparse_mqa_v2.cu): 256 threads per (query row, 64 heads[, split]). splits > 1 writes partial
+// results to `workspace` (split_workspace_bytes) and combines them in a second kernel.
+void launch_v2(const DecodeParams& p, Probs probs, int splits, void* workspace, cudaStream_t stream);
+void launch_v2(const PrefillParams& p, Probs probs, cudaStream_t stream);
+// v3 (sparse_mqa_v3.cu, sm_90a): 384 threads per (query row, 64 heads[, split]); splits as v2.
+void launch_v3(const DecodeParams& p, Probs probs, int splits, void* workspace, cudaStream_t stream);
+void launch_v3(const PrefillParams& p, Probs probs, cudaStream_t stream);
+
+size_t split_workspace_bytes(int64_t rows, int n_heads, int splits);
 
 }  // namespace dsv4::cuda::attention::detail

@@ -1,6 +1,6 @@
 #pragma once
-// Shared-memory layout of the mma kernels (sparse_mqa_mma.cu), host-visible so that the host test
-// checks the address arithmetic (bijections, bounds, bank spread) without a GPU.
+// Shared-memory layout of v2 (sparse_mqa_v2.cu; v3 uses the same tiles, v3_layout.cuh), host-visible
+// so that the host test checks the address arithmetic (bijections, bounds, bank spread) without a GPU.
 //
 // Row matrices (q: 64 heads x 512 dims; k: 64 slots x 512 dims), bf16: eight tiles of 64 dims, a
 // tile = 64 rows of 128 bytes; the 16-byte chunk k of row r within a tile sits at chunk position

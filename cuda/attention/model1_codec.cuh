@@ -16,7 +16,7 @@
 // (finite): the kernels never read a code no valid index points at.
 #include <cstdint>
 
-#include "cuda/attention/attn_numerics.cuh"
+#include "cuda/common/numerics.cuh"
 
 namespace dsv4::cuda::attention {
 
@@ -46,26 +46,27 @@ DSV4_HD inline uint32_t e4m3_scaled_bits(uint32_t code) {
 }
 
 // 2^(e - 7) = 2^120 * 2^(e - 127) for a UE8M0 byte e <= 134: the one factor of the fast path.
-DSV4_HD inline float ue8m0_factor(uint32_t e) { return attn_bits_float((e + 120u) << 23); }
+DSV4_HD inline float ue8m0_factor(uint32_t e) { return bits_float((e + 120u) << 23); }
 DSV4_HD inline bool ue8m0_fast(uint32_t e) { return e <= 134u; }
 
 // 2^(e - 127) for any UE8M0 byte: 2^-127 (an fp32 subnormal) for e = 0, NaN for e = 255.
 DSV4_HD inline float ue8m0_scale(uint32_t e) {
-  if (e == 0) return attn_bits_float(0x00400000u);
-  if (e == 255) return attn_bits_float(0x7FC00000u);
-  return attn_bits_float(e << 23);
+  uint32_t bits = e << 23;
+  bits = e == 0 ? 0x00400000u : bits;     // selects, not branches: no divergence in the kernels
+  bits = e == 255 ? 0x7FC00000u : bits;
+  return bits_float(bits);
 }
 
 // value(code) * 2^(e - 127) as fp32, exact for every code that is not NaN and every scale byte e
 // whose product is below 2^128 (inf above: scale bytes > 247 with the largest codes).
 DSV4_HD inline float model1_nope_value(uint32_t code, uint32_t e) {
-  const float scaled = attn_bits_float(e4m3_scaled_bits(code));
+  const float scaled = bits_float(e4m3_scaled_bits(code));
   if (ue8m0_fast(e)) return scaled * ue8m0_factor(e);
   return scaled * 0x1p120f * ue8m0_scale(e);
 }
 
 // bf16 code of an fp32 value that is exactly representable in bf16 (the low 16 bits are zero).
-DSV4_HD inline uint16_t exact_bf16_bits(float x) { return static_cast<uint16_t>(attn_float_bits(x) >> 16); }
+DSV4_HD inline uint16_t exact_bf16_bits(float x) { return static_cast<uint16_t>(float_bits(x) >> 16); }
 
 // 8 consecutive nope dims of a token: codes (little-endian, code k in byte k) times the scale of
 // byte e -> 8 bf16 codes packed in 4 words (value 2k in the low half of word k).
@@ -76,7 +77,7 @@ DSV4_HD inline void dequant8(uint32_t codes_lo, uint32_t codes_hi, uint32_t e, u
   const float g = fast ? 1.0f : ue8m0_scale(e);
   for (int k = 0; k < 8; ++k) {
     const uint32_t code = ((k < 4 ? codes_lo : codes_hi) >> (8 * (k % 4))) & 0xFFu;
-    v[k] = attn_bits_float(e4m3_scaled_bits(code)) * f;
+    v[k] = bits_float(e4m3_scaled_bits(code)) * f;
     if (!fast) v[k] = v[k] * g;
   }
   for (int k = 0; k < 4; ++k)

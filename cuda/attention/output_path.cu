@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "cuda/attention/attn_numerics.cuh"
+#include "cuda/common/numerics.cuh"
 #include "cuda/common/cuda_check.h"
 
 namespace dsv4::cuda::attention {
@@ -23,7 +23,8 @@ void check_cublas(cublasStatus_t s, const char* what) {
 }
 
 // One thread per (token, head, pair of the head's last 64 dims), plus the copy of the other dims
-// when out != in; the pair's arithmetic is inverse_rope_pair (the oracle's, attn_numerics.cuh).
+// when out != in. The pair is rotated by the conjugate angle, (cos, -sin), with the oracle's RoPE
+// arithmetic (rope_re / rope_im, cuda/common/numerics.cuh), as apply_rope(inverse = true) does.
 __global__ void inverse_rope_kernel(const uint16_t* in, uint16_t* out, int64_t tokens, int n_heads, int head_dim,
                                     const int64_t* positions, const float* table) {
   const int pairs = kRopeDims / 2;
@@ -38,10 +39,9 @@ __global__ void inverse_rope_kernel(const uint16_t* in, uint16_t* out, int64_t t
     for (int c = pair; c < head_dim - kRopeDims; c += pairs) y[c] = x[c];
   const int first = head_dim - kRopeDims + 2 * pair;
   const float* cs = table + positions[token] * kRopeDims + 2 * pair;
-  uint16_t re, im;
-  inverse_rope_pair(x[first], x[first + 1], cs[0], cs[1], re, im);
-  y[first] = re;
-  y[first + 1] = im;
+  const float a = bf16_value(x[first]), b = bf16_value(x[first + 1]);
+  y[first] = bf16_bits(rope_re(a, b, cs[0], -cs[1]));
+  y[first + 1] = bf16_bits(rope_im(a, b, cs[0], -cs[1]));
 }
 
 }  // namespace

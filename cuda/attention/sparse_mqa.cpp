@@ -1,5 +1,5 @@
 // The host side of the sparse MQA kernels: argument checks (a bad call throws before anything is
-// launched), the kernels' parameter views, the split-KV choice, dispatch to v1 / v2.
+// launched), the kernels' parameter views, the split-KV choice, dispatch to v1 / v2 / v3.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -46,13 +46,23 @@ int device_sms(int device) {
   return sms;
 }
 
-void check_decode(const DecodeArgs& a, Version v) {
+// v3 is built for sm_90a (wgmma, setmaxnreg): Hopper only.
+void require_hopper(const char* who) {
+  int device = 0, major = 0, minor = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  require(major == 9 && minor == 0, std::string(who) + ": v3 runs on sm_90 (Hopper) only, this device is sm_" +
+                                        std::to_string(major) + std::to_string(minor));
+}
+
+void check_decode(const DecodeArgs& a, Variant v) {
   const char* who = "sparse_mqa_decode";
   require(a.batch >= 0 && a.s_q >= 0, std::string(who) + ": batch and s_q must be >= 0, got " +
                                           std::to_string(a.batch) + ", " + std::to_string(a.s_q));
   require(a.n_heads > 0, std::string(who) + ": n_heads must be positive, got " + std::to_string(a.n_heads));
-  require(v != Version::mma || a.n_heads % 64 == 0,
-          std::string(who) + ": the mma version needs n_heads a multiple of 64, got " + std::to_string(a.n_heads));
+  require(v == Variant::v1 || a.n_heads % 64 == 0,
+          std::string(who) + ": v2 and v3 need n_heads a multiple of 64, got " + std::to_string(a.n_heads));
   check_list(a.list, who, "list");
   check_list(a.extra_list, who, "extra_list");
   check_pool(a.pool, a.list.topk, who, "pool");
@@ -114,39 +124,51 @@ int decode_splits(int batch, int s_q, int n_heads, int total_slots, int sms) {
   return static_cast<int>(std::min<int64_t>(slot_blocks, sms / blocks));
 }
 
-size_t decode_workspace_bytes(const DecodeArgs& a, Version v, int device) {
-  if (v != Version::mma) return 0;
+namespace detail {
+size_t split_workspace_bytes(int64_t rows, int n_heads, int splits) {
+  if (splits <= 1) return 0;
+  const int64_t parts = static_cast<int64_t>(splits) * rows * n_heads;
+  return static_cast<size_t>(parts) * (kHeadDim + 2) * sizeof(float);
+}
+}  // namespace detail
+
+size_t decode_workspace_bytes(const DecodeArgs& a, Variant v, int device) {
+  if (v == Variant::v1) return 0;
   const int splits = decode_splits(a.batch, a.s_q, a.n_heads, a.list.topk + a.extra_list.topk, device_sms(device));
-  return detail::mma_workspace_bytes(static_cast<int64_t>(a.batch) * a.s_q, a.n_heads, splits);
+  return detail::split_workspace_bytes(static_cast<int64_t>(a.batch) * a.s_q, a.n_heads, splits);
 }
 
-void sparse_mqa_decode(const DecodeArgs& a, Version v, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+void sparse_mqa_decode(const DecodeArgs& a, Variant v, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   check_decode(a, v);
   const DecodeParams p = make_decode_params(a);
-  if (v == Version::simple) {
-    detail::launch_simple(p, a.probs, stream);
+  if (v == Variant::v1) {
+    detail::launch_v1(p, a.probs, stream);
     return;
   }
+  if (v == Variant::v3) require_hopper("sparse_mqa_decode");
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   const int splits = decode_splits(a.batch, a.s_q, a.n_heads, p.total_slots(), device_sms(device));
-  const size_t need = detail::mma_workspace_bytes(p.rows(), a.n_heads, splits);
+  const size_t need = detail::split_workspace_bytes(p.rows(), a.n_heads, splits);
   require(workspace_bytes >= need && (need == 0 || workspace != nullptr),
           "sparse_mqa_decode: this shape splits the slots " + std::to_string(splits) + " ways and needs " +
               std::to_string(need) + " bytes of workspace (decode_workspace_bytes), got " +
               std::to_string(workspace_bytes));
-  detail::launch_mma(p, a.probs, splits, workspace, stream);
+  if (v == Variant::v2)
+    detail::launch_v2(p, a.probs, splits, workspace, stream);
+  else
+    detail::launch_v3(p, a.probs, splits, workspace, stream);
 }
 
-void sparse_mqa_prefill(const PrefillArgs& a, Version v, cudaStream_t stream) {
+void sparse_mqa_prefill(const PrefillArgs& a, Variant v, cudaStream_t stream) {
   const std::string who = "sparse_mqa_prefill";
   require(a.s_q >= 0 && a.s_kv >= 0, who + ": s_q and s_kv must be >= 0, got " + std::to_string(a.s_q) + ", " +
                                          std::to_string(a.s_kv));
   require(a.n_heads > 0, who + ": n_heads must be positive, got " + std::to_string(a.n_heads));
   require(a.head_dim >= 64 && a.head_dim <= kHeadDim && a.head_dim % 64 == 0,
           who + ": head_dim must be a multiple of 64 in [64, 512], got " + std::to_string(a.head_dim));
-  require(v != Version::mma || (a.n_heads % 64 == 0 && a.head_dim == kHeadDim),
-          who + ": the mma version needs n_heads a multiple of 64 and head_dim 512, got " +
+  require(v == Variant::v1 || (a.n_heads % 64 == 0 && a.head_dim == kHeadDim),
+          who + ": v2 and v3 need n_heads a multiple of 64 and head_dim 512, got " +
               std::to_string(a.n_heads) + ", " + std::to_string(a.head_dim));
   check_list(a.list, who.c_str(), "list");
   require(a.q != nullptr && a.out != nullptr, who + ": q and out must be device pointers, got a nullptr");
@@ -154,10 +176,13 @@ void sparse_mqa_prefill(const PrefillArgs& a, Version v, cudaStream_t stream) {
   require(aligned16(a.q) && aligned16(a.kv) && aligned16(a.out),
           who + ": q, kv and out must be 16-byte aligned (the kernels copy 16-byte chunks)");
   const PrefillParams p = make_prefill_params(a);
-  if (v == Version::simple)
-    detail::launch_simple(p, a.probs, stream);
+  if (v == Variant::v3) require_hopper(who.c_str());
+  if (v == Variant::v1)
+    detail::launch_v1(p, a.probs, stream);
+  else if (v == Variant::v2)
+    detail::launch_v2(p, a.probs, stream);
   else
-    detail::launch_mma(p, a.probs, stream);
+    detail::launch_v3(p, a.probs, stream);
 }
 
 }  // namespace dsv4::cuda::attention

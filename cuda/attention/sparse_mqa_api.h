@@ -30,6 +30,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/common/kinds.h"
+
 namespace dsv4::cuda::attention {
 
 inline constexpr int kHeadDim = 512;    // MODEL1 rows: 448 FP8 nope dims + 64 bf16 rope dims
@@ -38,11 +40,17 @@ inline constexpr int kSlotBlock = 64;   // kernel.py's block of index slots (run
 // Probabilities before P.V: bf16 as DeepSeek's kernel.py (and FlashMLA) round them, or fp32.
 enum class Probs { bf16, fp32 };
 
-// v1 simple: one block per (query token, head), the oracle's operation order in double (bitwise
-// equal to the oracle but for exp's last bit, docs/cuda-attention.md). v2 mma: 64 heads per block,
-// bf16 mma.sync with fp32 accumulation, FP8 dequantized on CUDA cores, cp.async double buffering,
-// split-KV plus a combine kernel when the grid would not fill the GPU.
-enum class Version { simple, mma };
+// The version of a kernel, as every family names it (cuda/common/kinds.h).
+using ::dsv4::cuda::Variant;
+
+// Versions (dsv4::cuda::Variant, cuda/common/kinds.h; docs/cuda-attention.md):
+//   v1  one block per (query token, head), the oracle's operation order in double (bitwise equal to
+//       the oracle but for exp's last bit); any n_heads, prefill head_dim a multiple of 64 up to 512;
+//   v2  64 heads per block, bf16 mma.sync with fp32 accumulation, FP8 dequantized on the CUDA cores,
+//       cp.async double buffering, split-KV plus a combine kernel when the grid would not fill the GPU;
+//       n_heads a multiple of 64, head_dim 512;
+//   v3  sm_90a: wgmma from shared memory, a producer warpgroup gathering (and dequantizing) the rows
+//       into a pipeline of bf16 tiles, two consumer warpgroups for QK and PV; shapes as v2.
 
 // One MODEL1 pool of pages: page p at bytes + p * Model1Layout{page_size}.page_bytes().
 struct PagedPool {
@@ -63,7 +71,7 @@ struct IndexList {
 struct DecodeArgs {
   int batch = 0;
   int s_q = 0;       // query tokens per sequence (1, or 2 with MTP)
-  int n_heads = 0;   // 64 (V4-Flash) or 128 (V4-Pro); the mma version needs a multiple of 64
+  int n_heads = 0;   // 64 (V4-Flash) or 128 (V4-Pro); v2 and v3 need a multiple of 64
   const uint16_t* q = nullptr;   // [batch, s_q, n_heads, 512] bf16
   PagedPool pool;                // k_cache: the window pool
   IndexList list;                // indices [batch, s_q, topk], lengths = topk_length [batch]
@@ -76,20 +84,20 @@ struct DecodeArgs {
   float* lse = nullptr;          // [batch, n_heads, s_q] fp32
 };
 
-// Scratch the mma version's split-KV needs (0 when it does not split this shape on this device);
-// the simple version needs none. Query it with the same args and device you run with.
-size_t decode_workspace_bytes(const DecodeArgs& a, Version v, int device = 0);
+// Scratch the split-KV of v2 / v3 needs (0 when it does not split this shape on this device);
+// v1 needs none. Query it with the same args and device you run with.
+size_t decode_workspace_bytes(const DecodeArgs& a, Variant v, int device = 0);
 
 // Throws std::invalid_argument naming the bad argument before launching anything (shapes, null
 // pointers, page sizes, a workspace smaller than decode_workspace_bytes).
-void sparse_mqa_decode(const DecodeArgs& a, Version v, void* workspace = nullptr, size_t workspace_bytes = 0,
+void sparse_mqa_decode(const DecodeArgs& a, Variant v, void* workspace = nullptr, size_t workspace_bytes = 0,
                        cudaStream_t stream = nullptr);
 
 // ---- prefill: FlashMLA's flash_mla_sparse_fwd on bf16 KV --------------------------------------
 struct PrefillArgs {
   int s_q = 0;
   int n_heads = 0;
-  int head_dim = kHeadDim;         // d of q and kv; the mma version: 512; simple: a multiple of 64 up to 512
+  int head_dim = kHeadDim;         // d of q and kv; v2, v3: 512; v1: a multiple of 64 up to 512
   int64_t s_kv = 0;
   const uint16_t* q = nullptr;     // [s_q, n_heads, head_dim] bf16
   const uint16_t* kv = nullptr;    // [s_kv, head_dim] bf16 (h_kv = 1)
@@ -102,7 +110,7 @@ struct PrefillArgs {
   float* lse = nullptr;            // [s_q, n_heads] fp32; may be nullptr
 };
 
-void sparse_mqa_prefill(const PrefillArgs& a, Version v, cudaStream_t stream = nullptr);
+void sparse_mqa_prefill(const PrefillArgs& a, Variant v, cudaStream_t stream = nullptr);
 
 // The split-KV factor the mma decode uses for this shape on a device with `sms` multiprocessors:
 // enough splits (of whole 64-slot blocks) for the grid to fill the GPU, 1 when it already does.

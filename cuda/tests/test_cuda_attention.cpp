@@ -5,16 +5,19 @@
 // sinks, k = 0, irregular page sizes, NaN in every token no valid slot references).
 //
 // What is asserted, per call (attention_cases.h, docs/cuda-attention.md "Checks"):
-//   v1 simple  out bitwise equal to the oracle's bf16 codes (official policy, and official with
+//   v1         out bitwise equal to the oracle's bf16 codes (official policy, and official with
 //              fp32 probabilities), but for at most one (row, head) at one ulp (exp's last bit);
-//   v2 mma     out within the per-element bound and the per-(row, head) cos-diff bound derived for
+//   v2, v3     out within the per-element bound and the per-(row, head) cos-diff bound derived for
 //              each policy; inf / NaN exactly where the oracle has them;
-//   both       lse (natural log, sink excluded, +inf without a valid slot) within its bound,
+//   all        lse (natural log, sink excluded, +inf without a valid slot) within its bound,
 //              prefill max_logits within the logit bound; every output element written (outputs
 //              poisoned with 0xFF first) and 256 guard bytes around each output untouched.
 // Plus: a row with one valid slot gives that slot's dequantized row exactly; 20 reruns are bitwise
 // identical; bad arguments throw; inverse RoPE bitwise equal to the oracle; wo_a within its bound.
-// The seed is printed; DSV4_TEST_SEED reproduces a run.
+// v3's pieces alone first ("v3 pieces: ..."): one wgmma QK tile and one PV tile on values whose fp32
+// sums are exact (so any misplaced element shows as an exact mismatch, named by row and column),
+// and the producer's gather and dequantization of decode blocks, bitwise.
+// Inputs come from harness cases: a failure prints the case ID, DSV4_CASE='<ID>' reruns it alone.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -23,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <limits>
 #include <random>
 #include <string>
@@ -31,9 +35,11 @@
 #include "cuda/attention/attention_mirror.h"
 #include "cuda/attention/output_path.h"
 #include "cuda/attention/sparse_mqa_api.h"
+#include "cuda/attention/v3_probes.h"
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/device_buffer.h"
 #include "cuda/tests/attention_cases.h"
+#include "cuda/tests/harness.h"
 #include "reference/config.h"
 #include "reference/numerics/bf16.h"
 #include "reference/precision.h"
@@ -41,6 +47,9 @@
 #include "reference/stages/output_projection.h"
 #include "reference/weights.h"
 #include "verify/layouts/flashmla_model1.h"
+#include "verify/replay/backend.h"
+#include "reference/layer.h"
+#include "reference/kv_cache.h"
 
 using namespace dsv4;
 using namespace dsv4::cuda::attention;
@@ -58,19 +67,13 @@ using testing::ProbsKind;
 
 namespace {
 
-uint64_t base_seed() {
-  static const uint64_t seed = [] {
-    uint64_t s = static_cast<uint64_t>(std::random_device{}()) << 32 | std::random_device{}();
-    if (const char* env = std::getenv("DSV4_TEST_SEED")) s = std::strtoull(env, nullptr, 10);
-    std::printf("test_cuda_attention: seed %llu (DSV4_TEST_SEED reproduces it)\n", static_cast<unsigned long long>(s));
-    return s;
-  }();
-  return seed;
+// A test's inputs come from a harness case (cuda/tests/harness.h): its ID, attention(test=...,
+// inputs=...,seed=S), is printed with any failure, and DSV4_CASE='<ID>' reruns those inputs alone
+// (every other input of the binary is skipped) with that seed; DSV4_TEST_SEED sets the base seed.
+std::optional<cuda::testing::Case> inputs(const std::string& test, const std::string& which) {
+  return cuda::testing::Case::select(cuda::testing::CaseId("attention").with("test", test).with("inputs", which));
 }
 
-std::mt19937_64 generator(uint64_t salt) { return std::mt19937_64(base_seed() ^ (salt * 0x9E3779B97F4A7C15ull)); }
-
-const char* name_of(Version v) { return v == Version::simple ? "simple" : "mma"; }
 const char* name_of(Probs p) { return p == Probs::bf16 ? "bf16 probs" : "fp32 probs"; }
 ProbsKind kind_of(Probs p) { return p == Probs::bf16 ? ProbsKind::bf16 : ProbsKind::fp32; }
 
@@ -146,7 +149,7 @@ struct DecodeResult {
   std::vector<float> raw_lse;
 };
 
-DecodeResult run_decode(const DeviceDecode& dd, Version v, Probs probs) {
+DecodeResult run_decode(const DeviceDecode& dd, Variant v, Probs probs) {
   const DecodeCase& c = dd.c;
   const int64_t rows = c.rows();
   GuardedBuffer<uint16_t> out(static_cast<size_t>(rows * c.n_heads * kHeadDim));
@@ -181,24 +184,24 @@ void check_written(const std::vector<uint16_t>& out) {
   CHECK_MESSAGE(left == 0, left << " output elements still hold the poison");
 }
 
-void check_decode(const DecodeCase& c, Version v, Probs probs) {
+void check_decode(const DecodeCase& c, Variant v, Probs probs) {
   CAPTURE(c.name);
-  CAPTURE(name_of(v));
+  CAPTURE(variant_name(v));
   CAPTURE(name_of(probs));
   const DeviceDecode dd(c);
   const DecodeResult got = run_decode(dd, v, probs);  // before the oracle allocates anything
   const Expected e = testing::expected(c.oracle_inputs(), kind_of(probs));
   check_written(got.out);
-  const Check out = v == Version::simple ? testing::check_out_bitwise(e, got.out, 1) : testing::check_out(e, got.out);
+  const Check out = v == Variant::v1 ? testing::check_out_bitwise(e, got.out, 1) : testing::check_out(e, got.out);
   CHECK_MESSAGE(out.ok, out.report);
-  MESSAGE(c.name << " " << name_of(v) << ", " << name_of(probs) << ": " << out.report);
+  MESSAGE(c.name << " " << variant_name(v) << ", " << name_of(probs) << ": " << out.report);
   const Check lse = testing::check_lse(e, got.lse);
   CHECK_MESSAGE(lse.ok, lse.report);
 }
 
-const std::vector<Version> kVersions = {Version::simple, Version::mma};
+const std::vector<Variant> kVersions = {Variant::v1, Variant::v2, Variant::v3};
 
-void check_prefill(const PrefillCase& c, Version v, Probs probs);
+void check_prefill(const PrefillCase& c, Variant v, Probs probs);
 const std::vector<Probs> kProbs = {Probs::bf16, Probs::fp32};
 
 DecodeShape flash_shape() {
@@ -232,6 +235,130 @@ DecodeShape pro_shape() {
 
 }  // namespace
 
+// ---- v3's pieces, each alone -------------------------------------------------------------------
+namespace {
+
+// bf16 codes of small multiples of 2^-3 in [-2, 2]: products and 512-term sums are exact in fp32.
+std::vector<uint16_t> grid_codes(size_t n, std::mt19937_64& gen) {
+  std::uniform_int_distribution<int> u(-16, 16);
+  std::vector<uint16_t> v(n);
+  for (uint16_t& x : v) x = ref::bf16_encode(static_cast<float>(u(gen)) * 0.125f);
+  return v;
+}
+
+// got [rows][cols] fp32 against the exact product, element by element; names the first mismatch.
+void check_exact(const std::vector<float>& got, const std::vector<double>& want, int cols, const char* what) {
+  int64_t bad = 0, first = -1;
+  for (size_t i = 0; i < want.size(); ++i)
+    if (static_cast<double>(got[i]) != want[i]) {
+      if (first < 0) first = static_cast<int64_t>(i);
+      ++bad;
+    }
+  CHECK_MESSAGE(bad == 0, what << ": " << bad << " elements differ; first at row " << first / cols << ", column "
+                                << first % cols << ": got " << (first >= 0 ? got[static_cast<size_t>(first)] : 0.0f)
+                                << ", want " << (first >= 0 ? want[static_cast<size_t>(first)] : 0.0));
+}
+
+}  // namespace
+
+TEST_CASE("v3 pieces: one wgmma QK tile (64 heads x 64 slots over 512 dims) is the exact product") {
+  const auto c_in = inputs("v3_pieces", "qk tile");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
+  const std::vector<uint16_t> q = grid_codes(64 * 512, gen), k = grid_codes(64 * 512, gen);
+  DeviceBuffer<uint16_t> dq(q), dk(k);
+  GuardedBuffer<float> ds(64 * 64);
+  ds.poison(0xFF);
+  probes::v3_qk_tile(dq.get(), dk.get(), ds.get());
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CHECK(ds.damaged_guard_bytes() == 0);
+  std::vector<double> want(64 * 64);
+  for (int h = 0; h < 64; ++h)
+    for (int j = 0; j < 64; ++j) {
+      double acc = 0;
+      for (int d = 0; d < 512; ++d)
+        acc += static_cast<double>(ref::bf16_decode(q[static_cast<size_t>(h * 512 + d)])) * ref::bf16_decode(k[static_cast<size_t>(j * 512 + d)]);
+      want[static_cast<size_t>(h * 64 + j)] = acc;
+    }
+  check_exact(ds.download(), want, 64, "S = q k^T (row: head, column: slot)");
+}
+
+TEST_CASE("v3 pieces: one wgmma PV tile (the k tile read transposed as V) is the exact product, 1 and 3 planes") {
+  const auto c_in = inputs("v3_pieces", "pv tile");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
+  for (int planes : {1, 3}) {
+    CAPTURE(planes);
+    const std::vector<uint16_t> p = grid_codes(static_cast<size_t>(planes) * 64 * 64, gen), v = grid_codes(64 * 512, gen);
+    DeviceBuffer<uint16_t> dp(p), dv(v);
+    GuardedBuffer<float> dout(64 * 512);
+    dout.poison(0xFF);
+    probes::v3_pv_tile(dp.get(), dv.get(), planes, dout.get());
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK(dout.damaged_guard_bytes() == 0);
+    std::vector<double> want(64 * 512, 0.0);
+    for (int plane = 0; plane < planes; ++plane)
+      for (int h = 0; h < 64; ++h)
+        for (int j = 0; j < 64; ++j) {
+          const double w = ref::bf16_decode(p[static_cast<size_t>((plane * 64 + h) * 64 + j)]);
+          for (int d = 0; d < 512; ++d) want[static_cast<size_t>(h * 512 + d)] += w * ref::bf16_decode(v[static_cast<size_t>(j * 512 + d)]);
+        }
+    check_exact(dout.download(), want, 512, "O = P V (row: head, column: dim)");
+  }
+}
+
+TEST_CASE("v3 pieces: the producer gathers and dequantizes decode blocks exactly, invalid slots as zeros") {
+  const auto c_in = inputs("v3_pieces", "producer blocks");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
+  DecodeShape s = flash_shape();
+  s.name = "v3 producer probe";
+  s.batch = 1;
+  s.extra_page_size = 53;
+  s.damage.invalid_fraction = 0.3;
+  s.damage.out_of_range = true;
+  s.damage.lengths = true;
+  const DecodeCase c = testing::make_decode_case(s, gen);
+  const DeviceDecode dd(c);
+  const DecodeParams p = make_decode_params(dd.args(Probs::bf16));
+  const int blocks = (c.topk + c.extra_topk + 63) / 64;
+  for (int64_t row = 0; row < c.rows(); ++row)
+    for (int blk = 0; blk < blocks; ++blk) {
+      CAPTURE(row);
+      CAPTURE(blk);
+      DeviceBuffer<uint16_t> drows(64 * 512);
+      DeviceBuffer<uint32_t> dmask(2);
+      probes::v3_decode_block(p, row, blk, drows.get(), dmask.get());
+      CUDA_CHECK(cudaDeviceSynchronize());
+      const std::vector<uint16_t> got = drows.download();
+      const std::vector<uint32_t> mask = dmask.download();
+      int64_t bad_rows = 0, bad_bits = 0;
+      for (int t = 0; t < 64; ++t) {
+        const int slot = 64 * blk + t;
+        const bool in_range = slot < c.topk + c.extra_topk;
+        const bool extra = slot >= c.topk;
+        const bool valid = in_range && c.valid(row, slot);
+        bad_bits += (((mask[static_cast<size_t>(t / 32)] >> (t % 32)) & 1u) != 0) != valid;
+        bool row_ok = true;
+        for (int d = 0; d < 512; ++d) {
+          uint16_t want = 0;
+          if (valid) {
+            const int32_t token = extra ? c.extra_list[static_cast<size_t>(row * c.extra_topk + slot - c.topk)]
+                                        : c.list[static_cast<size_t>(row * c.topk + slot)];
+            want = ref::bf16_encode(static_cast<float>(extra ? c.extra_rows(token, d) : c.pool_rows(token, d)));
+          }
+          row_ok = row_ok && got[static_cast<size_t>(t * 512 + d)] == want;
+        }
+        bad_rows += !row_ok;
+      }
+      CHECK_MESSAGE(bad_rows == 0, bad_rows << " of 64 tile rows differ from the dequantized tokens (zeros if invalid)");
+      CHECK_MESSAGE(bad_bits == 0, bad_bits << " validity bits wrong");
+    }
+}
+
 // Small enough for compute-sanitizer (memcheck, racecheck, initcheck): every kernel and path once
 // (the split-KV decode with its combine, the unsplit one, both probability roundings, prefill).
 TEST_CASE("sanitizer: small decode and prefill on every version") {
@@ -247,9 +374,12 @@ TEST_CASE("sanitizer: small decode and prefill on every version") {
   s.damage.invalid_leading_blocks = 1;
   s.damage.lengths = true;
   s.sink_kind = 6;
-  std::mt19937_64 gen = generator(40);
+  const auto c_in = inputs("sanitizer", "small decode and prefill");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
   const DecodeCase c = testing::make_decode_case(s, gen);
-  for (Version v : kVersions)
+  for (Variant v : kVersions)
     for (Probs p : kProbs) check_decode(c, v, p);
   PrefillShape ps;
   ps.name = "sanitizer prefill h64 s_q2 topk 128";
@@ -259,7 +389,7 @@ TEST_CASE("sanitizer: small decode and prefill on every version") {
   ps.damage.invalid_fraction = 0.2;
   ps.damage.out_of_range = true;
   const PrefillCase pc = testing::make_prefill_case(ps, gen);
-  for (Version v : kVersions) check_prefill(pc, v, Probs::bf16);
+  for (Variant v : kVersions) check_prefill(pc, v, Probs::bf16);
   // the unsplit decode (a grid of >= 132 blocks: one per SM of an H200)
   DecodeShape wide = s;
   wide.name = "sanitizer decode h64 b66 s_q2 topk 64 + 64";
@@ -267,14 +397,19 @@ TEST_CASE("sanitizer: small decode and prefill on every version") {
   wide.extra_topk = 64;
   wide.damage = testing::Damage{};
   const DecodeCase cw = testing::make_decode_case(wide, gen);
-  check_decode(cw, Version::mma, Probs::bf16);
+  check_decode(cw, Variant::v2, Probs::bf16);
+  check_decode(cw, Variant::v3, Probs::bf16);
+  check_decode(cw, Variant::v3, Probs::fp32);
 }
 
 TEST_CASE("decode: V4-Flash and V4-Pro shapes, every version and probability rounding") {
   for (const DecodeShape& shape : {flash_shape(), pro_shape()}) {
-    std::mt19937_64 gen = generator(1);
+    const auto c_in = inputs("decode", shape.name);
+    if (!c_in) continue;  // DSV4_CASE names other inputs
+    INFO(c_in->reproduce());
+    std::mt19937_64 gen = c_in->rng();
     const DecodeCase c = testing::make_decode_case(shape, gen);
-    for (Version v : kVersions)
+    for (Variant v : kVersions)
       for (Probs p : kProbs) check_decode(c, v, p);
   }
 }
@@ -297,9 +432,12 @@ TEST_CASE("decode: adversarial index lists, irregular pages, lengths, mixed sink
   s.damage.lengths = true;
   s.damage.out_of_range = true;
   s.sink_kind = 6;
-  std::mt19937_64 gen = generator(2);
+  const auto c_in = inputs("decode", "adversarial");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
   const DecodeCase c = testing::make_decode_case(s, gen);
-  for (Version v : kVersions)
+  for (Variant v : kVersions)
     for (Probs p : kProbs) check_decode(c, v, p);
 }
 
@@ -312,15 +450,18 @@ TEST_CASE("decode: a grid of 140 blocks (no split-KV) and s_q 1") {
   s.extra_topk = 128;
   s.extra_tokens = 256;
   s.damage.invalid_fraction = 0.05;
-  std::mt19937_64 gen = generator(3);
+  const auto c_in = inputs("decode", "140 blocks and s_q 1");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
   const DecodeCase c = testing::make_decode_case(s, gen);
-  for (Version v : kVersions) check_decode(c, v, Probs::bf16);
+  for (Variant v : kVersions) check_decode(c, v, Probs::bf16);
   DecodeShape one = flash_shape();
   one.name = "V4-Flash b3 s_q1";
   one.batch = 3;
   one.s_q = 1;
   const DecodeCase c1 = testing::make_decode_case(one, gen);
-  for (Version v : kVersions) check_decode(c1, v, Probs::bf16);
+  for (Variant v : kVersions) check_decode(c1, v, Probs::bf16);
 }
 
 TEST_CASE("decode: sinks of +inf, -inf, +80, -1e4 and none") {
@@ -331,9 +472,12 @@ TEST_CASE("decode: sinks of +inf, -inf, +80, -1e4 and none") {
     s.extra_topk = 64;
     s.extra_tokens = 128;
     s.sink_kind = kind;
-    std::mt19937_64 gen = generator(4 + static_cast<uint64_t>(kind));
+    const auto c_in = inputs("decode", "sink kind " + std::to_string(kind));
+    if (!c_in) continue;  // DSV4_CASE names other inputs
+    INFO(c_in->reproduce());
+    std::mt19937_64 gen = c_in->rng();
     const DecodeCase c = testing::make_decode_case(s, gen);
-    for (Version v : kVersions) check_decode(c, v, Probs::bf16);
+    for (Variant v : kVersions) check_decode(c, v, Probs::bf16);
   }
 }
 
@@ -341,12 +485,15 @@ TEST_CASE("decode: k = 0 (no compressed list) and no list at all") {
   DecodeShape s = flash_shape();
   s.name = "window only";
   s.extra_topk = 0;
-  std::mt19937_64 gen = generator(10);
+  const auto c_in = inputs("decode", "k = 0 and no list");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
   const DecodeCase window_only = testing::make_decode_case(s, gen);
   s.name = "no slots";
   s.topk = 0;
   const DecodeCase none = testing::make_decode_case(s, gen);
-  for (Version v : kVersions) {
+  for (Variant v : kVersions) {
     check_decode(window_only, v, Probs::bf16);
     check_decode(none, v, Probs::bf16);
     const DeviceDecode dd(none);
@@ -361,7 +508,10 @@ TEST_CASE("decode: one valid slot gives its dequantized row exactly") {
   s.name = "one valid slot";
   s.batch = 3;
   s.sink_kind = 1;
-  std::mt19937_64 gen = generator(11);
+  const auto c_in = inputs("decode", "one valid slot");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
   DecodeCase c = testing::make_decode_case(s, gen);
   // Row r keeps only slot keep[r]: the first slot, one in the middle of the second block (after a
   // whole invalid block), the last extra slot.
@@ -376,9 +526,9 @@ TEST_CASE("decode: one valid slot gives its dequantized row exactly") {
           c.extra_list[static_cast<size_t>(r * c.extra_topk + k - c.topk)] = -1;
       }
   testing::poison_unreferenced(c);
-  for (Version v : kVersions)
+  for (Variant v : kVersions)
     for (Probs p : kProbs) {
-      CAPTURE(name_of(v));
+      CAPTURE(variant_name(v));
       CAPTURE(name_of(p));
       const DeviceDecode dd(c);
       const DecodeResult r = run_decode(dd, v, p);
@@ -401,14 +551,17 @@ TEST_CASE("decode: one valid slot gives its dequantized row exactly") {
 }
 
 TEST_CASE("decode: 20 reruns are bitwise identical") {
-  std::mt19937_64 gen = generator(12);
+  const auto c_in = inputs("decode", "reruns");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
   DecodeShape s = flash_shape();
   s.damage.invalid_fraction = 0.1;
   const DecodeCase c = testing::make_decode_case(s, gen);
   const DeviceDecode dd(c);
-  for (Version v : kVersions)
+  for (Variant v : kVersions)
     for (Probs p : kProbs) {
-      CAPTURE(name_of(v));
+      CAPTURE(variant_name(v));
       CAPTURE(name_of(p));
       const DecodeResult first = run_decode(dd, v, p);
       for (int i = 0; i < 19; ++i) {
@@ -420,7 +573,10 @@ TEST_CASE("decode: 20 reruns are bitwise identical") {
 }
 
 TEST_CASE("decode: bad arguments throw before launching") {
-  std::mt19937_64 gen = generator(13);
+  const auto c_in = inputs("decode", "bad arguments");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
   DecodeShape s = flash_shape();
   s.batch = 1;
   const DecodeCase c = testing::make_decode_case(s, gen);
@@ -431,33 +587,37 @@ TEST_CASE("decode: bad arguments throw before launching") {
   a.out = out.get();
   a.lse = lse.get();
   DecodeArgs bad = a;
-  bad.n_heads = 48;  // the mma version needs a multiple of 64
-  CHECK_THROWS_AS(sparse_mqa_decode(bad, Version::mma), std::invalid_argument);
+  bad.n_heads = 48;  // v2 and v3 need a multiple of 64
+  CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v2), std::invalid_argument);
+  CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v3), std::invalid_argument);
   bad = a;
   bad.out = nullptr;
-  CHECK_THROWS_AS(sparse_mqa_decode(bad, Version::simple), std::invalid_argument);
+  CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v1), std::invalid_argument);
   bad = a;
   bad.pool.page_size = 0;
-  CHECK_THROWS_AS(sparse_mqa_decode(bad, Version::simple), std::invalid_argument);
+  CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v1), std::invalid_argument);
   bad = a;
   bad.list.topk = -1;
-  CHECK_THROWS_AS(sparse_mqa_decode(bad, Version::simple), std::invalid_argument);
+  CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v1), std::invalid_argument);
   // a shape that splits (b 1) without its workspace
-  if (decode_workspace_bytes(a, Version::mma) > 0) CHECK_THROWS_AS(sparse_mqa_decode(a, Version::mma), std::invalid_argument);
+  for (Variant v : {Variant::v2, Variant::v3})
+    if (decode_workspace_bytes(a, v) > 0) CHECK_THROWS_AS(sparse_mqa_decode(a, v), std::invalid_argument);
   PrefillArgs p;
   p.s_q = 1;
   p.n_heads = 64;
   p.head_dim = 100;
-  CHECK_THROWS_AS(sparse_mqa_prefill(p, Version::simple), std::invalid_argument);
+  CHECK_THROWS_AS(sparse_mqa_prefill(p, Variant::v1), std::invalid_argument);
+  p.head_dim = 128;  // v1 only
+  CHECK_THROWS_AS(sparse_mqa_prefill(p, Variant::v3), std::invalid_argument);
 }
 
 // ---- prefill ------------------------------------------------------------------------------------
 
 namespace {
 
-void check_prefill(const PrefillCase& c, Version v, Probs probs) {
+void check_prefill(const PrefillCase& c, Variant v, Probs probs) {
   CAPTURE(c.name);
-  CAPTURE(name_of(v));
+  CAPTURE(variant_name(v));
   CAPTURE(name_of(probs));
   DeviceBuffer<uint16_t> q(c.q), kv(testing::bf16_codes(c.kv));
   DeviceBuffer<int32_t> list = upload(c.list), lengths = upload(c.lengths);
@@ -489,9 +649,9 @@ void check_prefill(const PrefillCase& c, Version v, Probs probs) {
   const std::vector<uint16_t> got = out.download();
   const Expected e = testing::expected(c.oracle_inputs(), kind_of(probs));
   check_written(got);
-  const Check o = v == Version::simple ? testing::check_out_bitwise(e, got, 1) : testing::check_out(e, got);
+  const Check o = v == Variant::v1 ? testing::check_out_bitwise(e, got, 1) : testing::check_out(e, got);
   CHECK_MESSAGE(o.ok, o.report);
-  MESSAGE(c.name << " " << name_of(v) << ", " << name_of(probs) << ": " << o.report);
+  MESSAGE(c.name << " " << variant_name(v) << ", " << name_of(probs) << ": " << o.report);
   const Check l = testing::check_lse(e, lse.download());
   CHECK_MESSAGE(l.ok, l.report);
   const Check m = testing::check_max_logit(e, max_logits.download());
@@ -528,14 +688,17 @@ TEST_CASE("prefill: V4-Flash and V4-Pro shapes with every kind of invalid entry"
   few.damage.invalid_fraction = 0.1;
   few.damage.out_of_range = true;
   for (const PrefillShape& shape : {flash, pro, few}) {
-    std::mt19937_64 gen = generator(20);
+    const auto c_in = inputs("prefill", shape.name);
+    if (!c_in) continue;  // DSV4_CASE names other inputs
+    INFO(c_in->reproduce());
+    std::mt19937_64 gen = c_in->rng();
     const PrefillCase c = testing::make_prefill_case(shape, gen);
-    for (Version v : kVersions)
+    for (Variant v : kVersions)
       for (Probs p : kProbs) check_prefill(c, v, p);
   }
 }
 
-TEST_CASE("prefill: head_dim 128 (the tiny config) on the simple version") {
+TEST_CASE("prefill: head_dim 128 (the tiny config) on v1") {
   PrefillShape s;
   s.name = "prefill tiny dims h4 d128 topk 24";
   s.s_q = 13;
@@ -544,9 +707,12 @@ TEST_CASE("prefill: head_dim 128 (the tiny config) on the simple version") {
   s.topk = 24;
   s.s_kv = 40;
   s.damage.invalid_fraction = 0.2;
-  std::mt19937_64 gen = generator(21);
+  const auto c_in = inputs("prefill", "head_dim 128");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
   const PrefillCase c = testing::make_prefill_case(s, gen);
-  for (Probs p : kProbs) check_prefill(c, Version::simple, p);
+  for (Probs p : kProbs) check_prefill(c, Variant::v1, p);
 }
 
 TEST_CASE("prefill: the oracle-typed wrapper equals ref::sparse_mqa") {
@@ -556,11 +722,14 @@ TEST_CASE("prefill: the oracle-typed wrapper equals ref::sparse_mqa") {
   s.topk = 192;
   s.s_kv = 300;
   s.damage.invalid_fraction = 0.2;
-  std::mt19937_64 gen = generator(22);
+  const auto c_in = inputs("prefill", "wrapper");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
   const PrefillCase c = testing::make_prefill_case(s, gen);
   const testing::OracleInputs in = c.oracle_inputs();
   const Mat got = cuda::attention::sparse_mqa(in.q, in.kv, in.sink, in.indices, in.n_heads, in.scale, Probs::bf16,
-                                              Version::simple);
+                                              Variant::v1);
   const Expected e = testing::expected(in, ProbsKind::bf16);
   const Check ch = testing::check_out_bitwise(e, testing::bf16_codes(got), 1);
   CHECK_MESSAGE(ch.ok, ch.report);
@@ -568,11 +737,62 @@ TEST_CASE("prefill: the oracle-typed wrapper equals ref::sparse_mqa") {
 
 // ---- output path --------------------------------------------------------------------------------
 
+// The CUDA replay backend's attention entry (verify/replay/cuda_backend.cpp) on decode calls: the
+// sequence's cache encoded into MODEL1 pages through a reversed block table, FlashMLA's two lists in
+// pool indices, the decode kernel; against the oracle on the same call's kv rows, within v2 / v3's
+// bounds. A layer with V4's head (64 heads of 512) and small other dims; each ratio's decode calls
+// after a prefill, one of them completing a compressed entry (ratio 4).
+TEST_CASE("replay backend: decode calls run on MODEL1 pages within the bounds (ratios 0, 4, 128)") {
+  ref::ModelConfig cfg = ref::ModelConfig::tiny();
+  cfg.name = "tiny with V4's head: 64 heads of 512";
+  cfg.n_heads = 64;
+  cfg.head_dim = 512;
+  const std::unique_ptr<ref::StageProvider> backend = verify::make_cuda_backend("official");
+  const auto c_in = inputs("replay_backend", "decode on MODEL1 pages");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (int ratio : {0, 4, 128}) {
+    CAPTURE(ratio);
+    const ref::AttentionLayer layer(cfg, ref::AttentionWeights::random(cfg, ratio, 70 + static_cast<uint64_t>(ratio)),
+                                    ref::PrecisionPolicy::official());
+    const std::unique_ptr<ref::KvCache> cache = ref::make_ring_cache(cfg, ratio, 1);
+    const int64_t prefill = 262;  // ratio 4: positions 262.. complete entry 65 at position 263
+    Mat x(prefill, cfg.dim);
+    for (Index i = 0; i < x.size(); ++i) x.data()[i] = normal(gen);
+    layer.forward(x, 0, *cache, 0);
+    for (int64_t pos = prefill; pos < prefill + 3; ++pos) {
+      CAPTURE(pos);
+      Mat xt(1, cfg.dim);
+      for (Index i = 0; i < xt.size(); ++i) xt.data()[i] = normal(gen);
+      const ref::StageOutputs o = layer.forward(xt, pos, *cache, 0);  // the oracle's call; the cache after it
+      const ref::AttentionKv kv{*cache, 0, ref::IndexSpace::for_call(pos, 1, cfg.window_size), o.kv,
+                                ratio == 0 ? 0 : (pos + 1) / ratio};
+      const Mat got = backend->sparse_mqa(layer, o.q, kv, o.topk_idxs);
+      testing::OracleInputs in;
+      in.q = o.q;
+      in.kv = kv.rows();
+      in.sink = layer.weights().attn_sink;
+      in.indices = o.topk_idxs;
+      in.n_heads = cfg.n_heads;
+      in.scale = static_cast<float>(std::pow(512.0, -0.5));  // what the kernel computes with
+      const Expected e = testing::expected(in, ProbsKind::bf16);
+      const Check out = testing::check_out(e, testing::bf16_codes(got));
+      CHECK_MESSAGE(out.ok, out.report);
+      MESSAGE("ratio " << ratio << ", decode at " << pos << " (" << o.topk_idxs.cols() << " slots): " << out.report);
+    }
+  }
+}
+
 TEST_CASE("output path: inverse RoPE is bitwise the oracle's") {
   for (const ref::ModelConfig& cfg : {ref::ModelConfig::flash(), ref::ModelConfig::tiny()}) {
     CAPTURE(cfg.name);
     const ref::PrecisionPolicy p = ref::PrecisionPolicy::official();
-    std::mt19937_64 gen = generator(30);
+    const auto c_in = inputs("inverse_rope", cfg.name);
+    if (!c_in) continue;  // DSV4_CASE names other inputs
+    INFO(c_in->reproduce());
+    std::mt19937_64 gen = c_in->rng();
     std::uniform_real_distribution<double> u(-2, 2);
     for (int ratio : {0, 4}) {
       const ref::RopeTable rope = ref::RopeTable::for_layer(cfg, ratio, p);
@@ -591,7 +811,10 @@ TEST_CASE("output path: grouped wo_a within the fp32-accumulation bound") {
   for (const ref::ModelConfig& cfg : {ref::ModelConfig::flash(), ref::ModelConfig::tiny()}) {
     CAPTURE(cfg.name);
     const ref::PrecisionPolicy p = ref::PrecisionPolicy::official();
-    std::mt19937_64 gen = generator(31);
+    const auto c_in = inputs("wo_a", cfg.name);
+    if (!c_in) continue;  // DSV4_CASE names other inputs
+    INFO(c_in->reproduce());
+    std::mt19937_64 gen = c_in->rng();
     std::normal_distribution<double> n01(0, 1);
     const Index width = static_cast<Index>(cfg.n_heads) * cfg.head_dim / cfg.o_groups;
     ref::AttentionWeights w;

@@ -4,7 +4,10 @@
 //     every UE8M0 scale byte, against reference/numerics; its byte offsets against the layout
 //     contract verify/layouts/flashmla_model1.h;
 //   - slot resolution (slot_source.cuh): every kind of invalid entry, lengths, the two lists;
-//   - the mma kernels' shared-memory addressing (mma_layout.cuh): bijective, in bounds, bank spread;
+//   - v2's shared-memory addressing (mma_layout.cuh): bijective, in bounds, bank spread;
+//   - v3's wgmma operands (v3_layout.cuh): every element each descriptor makes the tensor cores read,
+//     by an emulation of the PTX ISA's canonical layouts and 128-byte swizzle, is the element the
+//     kernel wrote there; the accumulator fragment map, the producer's share of a block, the plan;
 //   - the inverse RoPE pair arithmetic against ref::inverse_rope_heads, bitwise;
 //   - the tolerances of attention_cases.cpp: the oracle passes against itself and against its
 //     fp32-probability variant, and fails against mutated inputs (sink dropped, the heaviest key
@@ -18,11 +21,12 @@
 #include <set>
 #include <vector>
 
-#include "cuda/attention/attn_numerics.cuh"
+#include "cuda/common/numerics.cuh"
 #include "cuda/attention/mma_layout.cuh"
 #include "cuda/attention/model1_codec.cuh"
 #include "cuda/attention/slot_source.cuh"
 #include "cuda/attention/sparse_mqa_api.h"
+#include "cuda/attention/v3_layout.cuh"
 #include "cuda/tests/attention_cases.h"
 #include "reference/config.h"
 #include "reference/numerics/bf16.h"
@@ -33,6 +37,7 @@
 #include "verify/layouts/flashmla_model1.h"
 
 using namespace dsv4;
+using namespace dsv4::cuda;
 using namespace dsv4::cuda::attention;
 using ref::Index;
 using ref::Mat;
@@ -56,7 +61,7 @@ TEST_CASE("model1 dequantization: every e4m3 code times every UE8M0 scale byte i
       REQUIRE_MESSAGE(static_cast<double>(got) == want, "code " << code << " scale byte " << e);
       REQUIRE(std::signbit(got) == std::signbit(want));  // -0 stays -0
       if (e >= 3) {  // every such value is a bf16 value: its code is the fp32's upper half
-        CHECK(static_cast<double>(bf16_code_value(exact_bf16_bits(got))) == want);
+        CHECK(static_cast<double>(bf16_value(exact_bf16_bits(got))) == want);
       }
     }
 }
@@ -77,7 +82,7 @@ TEST_CASE("model1 dequantization: dequant8 unpacks 8 little-endian codes in orde
     for (int k = 0; k < 8; ++k) {
       const uint32_t code = ((k < 4 ? lo : hi) >> (8 * (k % 4))) & 0xFF;
       const uint16_t bf = static_cast<uint16_t>(out[k / 2] >> (16 * (k % 2)));
-      CHECK(bf16_code_value(bf) == model1_nope_value(code, e));
+      CHECK(bf16_value(bf) == model1_nope_value(code, e));
     }
   }
 }
@@ -145,7 +150,7 @@ TEST_CASE("slot resolution: invalid entries, lengths and the two lists") {
   CHECK(list_length(lens, 2, 7) == 7);
 }
 
-TEST_CASE("mma shared memory: matrix addressing is a bijection with conflict-free ldmatrix groups") {
+TEST_CASE("v2 shared memory: matrix addressing is a bijection with conflict-free ldmatrix groups") {
   using namespace layout;
   std::set<uint32_t> seen;
   for (int row = 0; row < kRows; ++row)
@@ -165,7 +170,7 @@ TEST_CASE("mma shared memory: matrix addressing is a bijection with conflict-fre
     }
 }
 
-TEST_CASE("mma shared memory: P planes stay inside their head line, S stores and P reads spread over the banks") {
+TEST_CASE("v2 shared memory: P planes stay inside their head line, S stores and P reads spread over the banks") {
   using namespace layout;
   for (int h = 0; h < kRows; ++h)
     for (int plane = 0; plane < 3; ++plane)
@@ -195,7 +200,7 @@ TEST_CASE("mma shared memory: P planes stay inside their head line, S stores and
     }
 }
 
-TEST_CASE("mma shared memory plans: aligned, disjoint, within the 227 KiB of a block") {
+TEST_CASE("v2 shared memory plans: aligned, disjoint, within the 227 KiB of a block") {
   using namespace layout;
   const Plan d = decode_plan(), p = prefill_plan();
   CHECK(d.total <= 232448u);
@@ -213,6 +218,157 @@ TEST_CASE("mma shared memory plans: aligned, disjoint, within the 227 KiB of a b
   CHECK(p.sp >= p.k1 + kMatrixBytes);
   CHECK(p.state >= p.sp + kSpBytes);
   CHECK(p.mask >= p.state + 3 * kRows * 4);
+}
+
+// ---- v3 (v3_layout.cuh) ----------------------------------------------------------------------
+namespace v3e {
+using namespace dsv4::cuda::attention::v3;
+
+// The fields of a wgmma shared-memory descriptor (PTX ISA "Matrix Descriptor Format").
+struct Fields {
+  uint32_t start, lbo, sbo, base_offset, swizzle;
+};
+Fields fields(uint64_t d) {
+  return Fields{static_cast<uint32_t>(d & 0x3FFF) << 4, static_cast<uint32_t>((d >> 16) & 0x3FFF) << 4,
+                static_cast<uint32_t>((d >> 32) & 0x3FFF) << 4, static_cast<uint32_t>((d >> 49) & 7),
+                static_cast<uint32_t>(d >> 62)};
+}
+// 128-byte swizzle: address bits 4-6 XOR bits 7-9.
+uint32_t swizzle128(uint32_t a) { return a ^ (((a >> 7) & 7u) << 4); }
+// Byte address of element (mn, k) of a 16-bit operand whose k16 slice a descriptor describes:
+// K-major ((8, m), (T, 2k)) : ((8T, SBO), (1, T)); MN-major ((T, 8, m), (8, k)) : ((1, T, LBO), (8T, SBO)).
+uint32_t k_major_element(uint64_t d, int mn, int k) {
+  const Fields f = fields(d);
+  return swizzle128(f.start + static_cast<uint32_t>((mn % 8) * 128 + (mn / 8) * f.sbo + k * 2));
+}
+uint32_t mn_major_element(uint64_t d, int k, int mn) {
+  const Fields f = fields(d);
+  return swizzle128(f.start + static_cast<uint32_t>((mn % 64) * 2 + (mn / 64) * f.lbo + (k % 8) * 128 + (k / 8) * f.sbo));
+}
+// Where the kernel stores element `dim` of row `row` of a tile (mma_layout.cuh matrix_offset).
+uint32_t stored(uint32_t tile, int row, int dim) {
+  return tile + layout::matrix_offset(row, dim / 8) + static_cast<uint32_t>((dim % 8) * 2);
+}
+}  // namespace v3e
+
+TEST_CASE("v3 wgmma descriptors: every operand element read is the element written there") {
+  using namespace v3e;
+  for (int planes : {1, 3}) {
+    const v3::Plan pl = v3::plan(planes);
+    for (uint64_t d : {v3::k_major_desc(v3::k_major_start(pl.q, 0, 5)), v3::mn_major_desc(v3::mn_major_start(pl.k[1], 4, 3))}) {
+      CHECK(fields(d).swizzle == 1);  // 128-byte
+      CHECK(fields(d).base_offset == 0);
+    }
+    int64_t mismatches = 0;
+    // QK, A = q: 64 heads x dims 16ks .. 16ks+15
+    for (int ks = 0; ks < 32; ++ks)
+      for (int m = 0; m < 64; ++m)
+        for (int k = 0; k < 16; ++k)
+          mismatches += k_major_element(v3::k_major_desc(v3::k_major_start(pl.q, 0, ks)), m, k) != stored(pl.q, m, 16 * ks + k);
+    // QK, B = k tile of stage s: slots 32c .. 32c+31 x dims 16ks ..
+    for (int s = 0; s < v3::kStages; ++s)
+      for (int c = 0; c < 2; ++c)
+        for (int ks = 0; ks < 32; ++ks)
+          for (int n = 0; n < 32; ++n)
+            for (int k = 0; k < 16; ++k)
+              mismatches += k_major_element(v3::k_major_desc(v3::k_major_start(pl.k[s], 32 * c, ks)), n, k) !=
+                            stored(pl.k[s], 32 * c + n, 16 * ks + k);
+    // PV, A = p tile of each plane: 64 heads x slots 16ks ..
+    for (int plane = 0; plane < planes; ++plane)
+      for (int ks = 0; ks < 4; ++ks)
+        for (int m = 0; m < 64; ++m)
+          for (int k = 0; k < 16; ++k)
+            mismatches += k_major_element(v3::k_major_desc(v3::k_major_start(pl.p + plane * v3::kPTile, 0, ks)), m, k) !=
+                          pl.p + v3::p_element_offset(plane, m, 16 * ks + k);
+    // PV, B = the k tile read transposed: slots 16ks .. (K) x dims 256c .. 256c+255 (N)
+    for (int s = 0; s < v3::kStages; ++s)
+      for (int c = 0; c < 2; ++c)
+        for (int ks = 0; ks < 4; ++ks)
+          for (int k = 0; k < 16; ++k)
+            for (int n = 0; n < 256; ++n)
+              mismatches += mn_major_element(v3::mn_major_desc(v3::mn_major_start(pl.k[s], 4 * c, ks)), k, n) !=
+                            stored(pl.k[s], 16 * ks + k, 256 * c + n);
+    CHECK(mismatches == 0);
+  }
+}
+
+TEST_CASE("v3 descriptor encoding: field positions, and a wrong stride is seen") {
+  const uint64_t d = v3::descriptor(0x12340, 0x2000, 0x400);
+  CHECK((d & 0x3FFF) == 0x1234);
+  CHECK(((d >> 16) & 0x3FFF) == 0x200);
+  CHECK(((d >> 32) & 0x3FFF) == 0x40);
+  CHECK((d >> 62) == 1);
+  CHECK(((d >> 46) & 0xFFFF) == 0);  // base offset and reserved bits clear
+  // mutation: SBO 512 instead of 1,024 reads other rows
+  const uint64_t bad = v3::descriptor(0, 16, 512);
+  int64_t mismatches = 0;
+  for (int m = 0; m < 64; ++m)
+    for (int k = 0; k < 16; ++k) mismatches += v3e::k_major_element(bad, m, k) != v3e::stored(0, m, k);
+  CHECK(mismatches > 0);
+}
+
+TEST_CASE("v3 fragments: the accumulator map and the producer share each cover their tile once") {
+  for (int n : {32, 256}) {
+    std::set<int> seen;
+    for (int t = 0; t < 128; ++t)
+      for (int e = 0; e < n / 2; ++e) {
+        const int r = v3::acc_row(t, e), c = v3::acc_col(t, e);
+        CHECK((r >= 0 && r < 64 && c >= 0 && c < n));
+        seen.insert(r * n + c);
+      }
+    CHECK(seen.size() == static_cast<size_t>(64 * n));
+  }
+  // the producer: (token, half) once each; the chunks a half writes cover the tile row once
+  std::set<int> shares;
+  for (int t = 0; t < 128; ++t) shares.insert(2 * v3::producer_token(t) + v3::producer_half(t));
+  CHECK(shares.size() == 128u);
+  for (int t = 0; t < 128; ++t) CHECK(v3::producer_token(t) / 16 == t / 32);  // a warp's tokens: 16w ..
+  std::set<int> chunks;
+  for (int half = 0; half < 2; ++half) {
+    for (int i = 0; i < v3::kFp8ChunksPerThread; ++i) {
+      const int g = v3::fp8_chunk(i, half);
+      CHECK(g / 4 == i / 2);  // the scale block store_decode uses
+      chunks.insert(2 * g);
+      chunks.insert(2 * g + 1);
+    }
+    for (int i = 0; i < v3::kRopeChunksPerThread; ++i) chunks.insert(56 + v3::rope_chunk(i, half));
+  }
+  CHECK(chunks.size() == 64u);
+  CHECK(*chunks.rbegin() == 63);
+  CHECK(v3::even_lane_bits(0xFFFFFFFFu) == 0xFFFFu);
+  CHECK(v3::even_lane_bits(0x5u) == 0x3u);          // lanes 0 and 2: tokens 0 and 1
+  CHECK(v3::even_lane_bits(0x80000000u) == 0u);     // odd lanes are ignored
+  CHECK(v3::even_lane_bits(0x40000000u) == 0x8000u);
+}
+
+TEST_CASE("v3 shared memory plan: 1,024-aligned tiles, disjoint regions, within the 227 KiB of a block") {
+  for (int planes : {1, 3}) {
+    const v3::Plan p = v3::plan(planes);
+    CHECK(v3::smem_request(planes) <= 232448u);
+    for (uint32_t off : {p.q, p.k[0], p.k[1], p.p}) CHECK(off % 1024 == 0);
+    CHECK(p.k[0] >= p.q + v3::kTile);
+    CHECK(p.k[1] >= p.k[0] + v3::kTile);
+    CHECK(p.p >= p.k[1] + v3::kTile);
+    CHECK(p.xmax >= p.p + planes * v3::kPTile);
+    CHECK(p.xsum >= p.xmax + 512);
+    CHECK(p.mask >= p.xsum + 512);
+    CHECK(p.full >= p.mask + 16);
+    CHECK(p.full % 8 == 0);
+    CHECK(p.empty >= p.full + 16);
+    CHECK(p.total >= p.empty + 16);
+    // every descriptor start fits the 14-bit (>> 4) address field
+    CHECK(p.total < (1u << 18));
+  }
+  std::set<uint32_t> seen;
+  for (int plane = 0; plane < 3; ++plane)
+    for (int h = 0; h < 64; ++h)
+      for (int slot = 0; slot < 64; slot += 2) {
+        const uint32_t off = v3::p_element_offset(plane, h, slot);
+        CHECK(off % 4 == 0);
+        CHECK(off < 3 * v3::kPTile);
+        seen.insert(off);
+      }
+  CHECK(seen.size() == static_cast<size_t>(3 * 64 * 32));
 }
 
 TEST_CASE("decode_splits: one split when the grid fills the GPU, else whole blocks of slots") {
@@ -241,12 +397,11 @@ TEST_CASE("inverse RoPE pair: bitwise the oracle's inverse_rope_heads") {
     for (int h = 0; h < heads; ++h)
       for (int i = 0; i < 32; ++i) {
         const Index first = static_cast<Index>(h) * d + d - 64 + 2 * i;
-        uint16_t re, im;
-        inverse_rope_pair(ref::bf16_encode(static_cast<float>(o(0, first))),
-                          ref::bf16_encode(static_cast<float>(o(0, first + 1))), static_cast<float>(rope.cos_at(pos, i)),
-                          static_cast<float>(rope.sin_at(pos, i)), re, im);
-        CHECK(bf16_code_value(re) == want(0, first));
-        CHECK(bf16_code_value(im) == want(0, first + 1));
+        // the kernel's arithmetic: the conjugate angle through the forward rotation
+        const float a = static_cast<float>(o(0, first)), b = static_cast<float>(o(0, first + 1));
+        const float c = static_cast<float>(rope.cos_at(pos, i)), s = static_cast<float>(rope.sin_at(pos, i));
+        CHECK(rope_re(a, b, c, -s) == want(0, first));
+        CHECK(rope_im(a, b, c, -s) == want(0, first + 1));
       }
   }
 }

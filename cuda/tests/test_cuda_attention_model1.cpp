@@ -10,12 +10,13 @@
 #include <random>
 #include <vector>
 
-#include "cuda/attention/attn_numerics.cuh"
+#include "cuda/common/numerics.cuh"
 #include "cuda/attention/model1_codec.cuh"
 #include "cuda/tests/attention_cases.h"
 #include "verify/layouts/flashmla_model1.h"
 
 using namespace dsv4;
+using namespace dsv4::cuda;
 using namespace dsv4::cuda::attention;
 
 TEST_CASE("model1 bytes read as the kernels read them equal the encoded rows and decode_model1_token") {
@@ -42,7 +43,7 @@ TEST_CASE("model1 bytes read as the kernels read them equal the encoded rows and
         std::memcpy(&hi, data + 8 * chunk + 4, 4);
         dequant8(lo, hi, scales[chunk / 8], out);
         for (int k = 0; k < 8; ++k) {
-          const double v = bf16_code_value(static_cast<uint16_t>(out[k / 2] >> (16 * (k % 2))));
+          const double v = bf16_value(static_cast<uint16_t>(out[k / 2] >> (16 * (k % 2))));
           REQUIRE_MESSAGE(v == rows(t, 8 * chunk + k), "token " << t << " dim " << 8 * chunk + k);
           REQUIRE(v == contract(8 * chunk + k));
         }
@@ -50,8 +51,8 @@ TEST_CASE("model1 bytes read as the kernels read them equal the encoded rows and
       for (int k = 0; k < 64; ++k) {
         uint16_t code;
         std::memcpy(&code, data + 448 + 2 * k, 2);
-        REQUIRE(bf16_code_value(code) == rows(t, 448 + k));
-        REQUIRE(bf16_code_value(code) == contract(448 + k));
+        REQUIRE(bf16_value(code) == rows(t, 448 + k));
+        REQUIRE(bf16_value(code) == contract(448 + k));
       }
     }
   }

@@ -1,9 +1,11 @@
 // The CUDA backend: the compressor stages (main and indexer) run on the kernels of cuda/compressor
 // through their oracle-typed wrappers (cuda/compressor/oracle_mirror.h); the attention core
 // (attn/core), its inverse RoPE (attn/out_heads) and the grouped wo_a (attn/wo_a) on the kernels
-// of cuda/attention through theirs (cuda/attention/attention_mirror.h: the sparse MQA reads the
-// call's kv rows as bf16, the mma version at head_dim 512 with heads in groups of 64, the simple
-// one otherwise); the indexer (indexer/q, indexer/weights, indexer/scores) and the key lists
+// of cuda/attention through theirs (cuda/attention/attention_mirror.h). The sparse MQA runs as an
+// engine runs it: a decode call reads the sequence's cache encoded into FlashMLA's MODEL1 pages
+// (verify/layouts) with FlashMLA's two index lists; prefill and chunked calls read the call's kv rows
+// as bf16 (v3 on Hopper, else v2, at head_dim 512 with heads in groups of 64; v1 otherwise, e.g. the
+// tiny config's head_dim 128). The indexer (indexer/q, indexer/weights, indexer/scores) and the key lists
 // (indexer/topk, topk_idxs) on the kernels of cuda/indexer and cuda/topk through theirs
 // (cuda/indexer/oracle_mirror.h: the q path after the oracle's wq_b projection, the head weights
 // after its weights_proj, the logits over the sequence's indexer keys read from the cache, the
@@ -22,11 +24,17 @@
 
 #include <cmath>
 
+#include <vector>
+
 #include "cuda/attention/attention_mirror.h"
 #include "cuda/compressor/oracle_mirror.h"
 #include "cuda/indexer/oracle_mirror.h"
 #include "reference/primitives/linear.h"
 #include "reference/stages/index_lists.h"
+#include "verify/layouts/block_table.h"
+#include "verify/layouts/flashmla_model1.h"
+#include "verify/layouts/index_conventions.h"
+#include "verify/layouts/layout_table.h"
 #endif
 
 namespace dsv4::verify {
@@ -36,6 +44,7 @@ namespace {
 
 class CudaBackend : public ref::StageProvider {
  public:
+  explicit CudaBackend(cuda::Variant attention_variant) : variant_(attention_variant) {}
   std::string name() const override { return "cuda"; }
   bool computes(ref::StageEntry entry) const override {
     switch (entry) {
@@ -89,14 +98,18 @@ class CudaBackend : public ref::StageProvider {
       default: return cuda::attention_indices(space, ref::IndexMat(space.seqlen, 0));
     }
   }
-  // q [s, H*d], the call's kv rows, indices [s, K] -> attn/core [s, H*d]
+  // q [s, H*d], the call's kv (cache and index space), indices [s, K] into it -> attn/core [s, H*d]
   ref::Mat sparse_mqa(const ref::AttentionLayer& l, const ref::Mat& q, const ref::AttentionKv& kv,
                       const ref::IndexMat& indices) const override {
     namespace attn = cuda::attention;
     const ref::ModelConfig& c = l.config();
-    const attn::Version v = c.head_dim == attn::kHeadDim && c.n_heads % 64 == 0 ? attn::Version::mma : attn::Version::simple;
-    return attn::sparse_mqa(q, kv.rows(), l.weights().attn_sink, indices, c.n_heads,
-                            std::pow(static_cast<double>(c.head_dim), -0.5), attn::Probs::bf16, v);
+    const double scale = std::pow(static_cast<double>(c.head_dim), -0.5);
+    const bool kernel_shape = c.head_dim == attn::kHeadDim && c.n_heads % 64 == 0;  // v2 / v3
+    if (kernel_shape && kv.space.kind == ref::IndexSpace::Kind::decode) {
+      return decode_on_model1_pages(q, kv, indices, l.weights().attn_sink, c.n_heads, scale, l.compress_ratio());
+    }
+    return attn::sparse_mqa(q, kv.rows(), l.weights().attn_sink, indices, c.n_heads, scale, attn::Probs::bf16,
+                            kernel_shape ? variant_ : cuda::Variant::v1);
   }
   // attn/core [s, H*d] -> attn/out_heads [s, H*d]
   ref::Mat inverse_rope_heads(const ref::AttentionLayer& l, const ref::Mat& core, int64_t start_pos) const override {
@@ -106,6 +119,49 @@ class CudaBackend : public ref::StageProvider {
   ref::Mat grouped_wo_a(const ref::AttentionLayer& l, const ref::Mat& out_heads) const override {
     return cuda::attention::grouped_wo_a(l.weights().wo_a, out_heads, l.config().o_groups);
   }
+
+ private:
+  // A decode call as an engine runs it: the window ring (after this call's write, slot order) and the
+  // compressed entries encoded into MODEL1 pages; each pool's pages placed through a block table in
+  // reversed order (page j of the sequence in pool page n - j; pool page 0 unused), so that a kernel
+  // addressing pages by the sequence's order would read the wrong tokens; the oracle's
+  // [window | compressed] list split into FlashMLA's two scopes and mapped to pool indices
+  // (page * page_size + offset). Page sizes as FlashMLA's: 64 (window, C4), 2 (C128).
+  ref::Mat decode_on_model1_pages(const ref::Mat& q, const ref::AttentionKv& kv, const ref::IndexMat& indices,
+                                  const ref::Vec& sink, int n_heads, double scale, int ratio) const {
+    namespace attn = cuda::attention;
+    const int window = kv.space.window;
+    const layouts::SplitIndices lists =
+        layouts::split_window_compressed(indices, window, static_cast<int32_t>(kv.space.compressed_offset()));
+    ref::IndexMat window_list, compressed_list(q.rows(), 0);
+    const attn::Model1Pool window_pool =
+        paged(kv.cache.ring(kv.seq, kv.space.start_pos + 1), 64, lists.window, window_list);
+    attn::Model1Pool compressed_pool;
+    if (kv.n_entries > 0 && lists.compressed.cols() > 0)
+      compressed_pool = paged(kv.cache.entries(kv.seq, ref::EntryKind::main, kv.n_entries), ratio == 128 ? 2 : 64,
+                              lists.compressed, compressed_list);
+    return attn::sparse_mqa_decode(q, window_pool, window_list, compressed_pool, compressed_list, sink, n_heads, scale,
+                                   attn::Probs::bf16, variant_);
+  }
+
+  // rows [n, 512] -> a MODEL1 pool holding them through a reversed block table; logical token
+  // indices [R, K] -> `pool_indices` in that pool.
+  static cuda::attention::Model1Pool paged(const ref::Mat& rows, int page_size, const ref::IndexMat& logical,
+                                           ref::IndexMat& pool_indices) {
+    const layouts::PagedLayout layout = layouts::flashmla_model1(page_size);
+    const int64_t pages = (rows.rows() + page_size - 1) / page_size;
+    const std::vector<uint8_t> sequence_pages = layouts::encode_model1(rows, layouts::Model1Layout{page_size});
+    ref::IndexMat block_table(1, pages);
+    for (int64_t j = 0; j < pages; ++j) block_table(0, j) = static_cast<int32_t>(pages - j);
+    cuda::attention::Model1Pool pool;
+    pool.page_size = page_size;
+    pool.bytes.assign(static_cast<size_t>(layout.pool_bytes(pages + 1)), 0);
+    layouts::scatter_pages(layout, sequence_pages, std::span<const int32_t>(block_table.data(), pages), pool.bytes);
+    pool_indices = layouts::to_pool_indices(logical, block_table, page_size, static_cast<int>(logical.rows()));
+    return pool;
+  }
+
+  cuda::Variant variant_;
 };
 
 }  // namespace
@@ -121,7 +177,11 @@ std::unique_ptr<ref::StageProvider> make_cuda_backend(const std::string& precisi
     throw BackendUnavailable("cuda backend: the kernels implement the official precision only, the replay asks for '" +
                              precision + "'");
   }
-  return std::make_unique<CudaBackend>();
+  // The attention's fastest kernel on this device: v3 needs Hopper (sm_90a).
+  int major = 0, minor = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
+  return std::make_unique<CudaBackend>(major == 9 && minor == 0 ? cuda::Variant::v3 : cuda::Variant::v2);
 }
 #else
 std::unique_ptr<ref::StageProvider> make_cuda_backend(const std::string&) {

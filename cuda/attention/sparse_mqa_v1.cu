@@ -17,7 +17,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "cuda/attention/attn_numerics.cuh"
+#include "cuda/common/numerics.cuh"
 #include "cuda/attention/kernel_params.cuh"
 #include "cuda/attention/launchers.h"
 #include "cuda/attention/model1_codec.cuh"
@@ -27,6 +27,10 @@ namespace dsv4::cuda::attention::detail {
 namespace {
 
 constexpr int kThreads = kSlotBlock;  // one thread per slot of a block
+
+// The oracle's round_to(fp32, x) and round_to(bf16, x) of a double (reference/numerics/storage.h).
+__device__ inline double round_f32(double x) { return static_cast<double>(static_cast<float>(x)); }
+__device__ inline double round_bf16(double x) { return static_cast<double>(bf16_round(static_cast<float>(x))); }
 constexpr double kNegInf = -INFINITY;
 
 // Shared memory of one block: q as doubles, the block's logits and probabilities, validity flags,
@@ -75,12 +79,12 @@ __device__ bool load_slot(const PrefillParams& p, const PrefillRowSlots& rs, int
 __device__ double fixed_order_dot(const double* q, const uint16_t* kv, int d) {
   double part[4] = {0, 0, 0, 0};
   for (int k = 0; k < d; k += 4)
-    for (int l = 0; l < 4; ++l) part[l] += q[k + l] * static_cast<double>(bf16_code_value(kv[k + l]));
+    for (int l = 0; l < 4; ++l) part[l] += q[k + l] * static_cast<double>(bf16_value(kv[k + l]));
   return (part[0] + part[1]) + (part[2] + part[3]);
 }
 
 template <class Params, bool kBf16Probs>
-__global__ void __launch_bounds__(kThreads) simple_kernel(Params p) {
+__global__ void __launch_bounds__(kThreads) sparse_mqa_v1_kernel(Params p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int d = p.head_dim();
   double* qd = reinterpret_cast<double*>(smem_raw);  // [d]
@@ -97,7 +101,7 @@ __global__ void __launch_bounds__(kThreads) simple_kernel(Params p) {
   const int dims_per_thread = d / kThreads;  // d is a multiple of 64, at most 512
 
   const uint16_t* q = p.q_row(row, head);
-  for (int c = tid; c < d; c += kThreads) qd[c] = bf16_code_value(q[c]);
+  for (int c = tid; c < d; c += kThreads) qd[c] = bf16_value(q[c]);
 
   const auto rs = p.row_slots(row);
   const double scale = round_f32(p.scale);
@@ -136,7 +140,7 @@ __global__ void __launch_bounds__(kThreads) simple_kernel(Params p) {
       const int c = tid + i * kThreads;
       double block_acc = 0;
       for (int j = 0; j < kThreads; ++j)
-        if (valid[j]) block_acc += prob[j] * static_cast<double>(bf16_code_value(kblk[j * stride + c]));
+        if (valid[j]) block_acc += prob[j] * static_cast<double>(bf16_value(kblk[j * stride + c]));
       acc[i] = round_f32(acc[i] + block_acc);
     }
     den = round_f32(den + round_f32(block_sum));
@@ -157,7 +161,7 @@ __global__ void __launch_bounds__(kThreads) simple_kernel(Params p) {
   const double denominator = round_f32(den + round_f32(exp(round_f32(sink - m))));
 #pragma unroll
   for (int i = 0; i < 8; ++i)
-    if (i < dims_per_thread) out[tid + i * kThreads] = bf16_rne_bits(static_cast<float>(acc[i] / denominator));
+    if (i < dims_per_thread) out[tid + i * kThreads] = bf16_bits(static_cast<float>(acc[i] / denominator));
   if (tid == 0 && lse) *lse = static_cast<float>(m + log(den));
   if (tid == 0 && max_logit) *max_logit = static_cast<float>(m);
 }
@@ -165,7 +169,7 @@ __global__ void __launch_bounds__(kThreads) simple_kernel(Params p) {
 template <class Params, bool kBf16Probs>
 void launch(const Params& p, cudaStream_t stream) {
   const size_t smem = SimpleSmem::bytes(p.head_dim());
-  auto* kernel = simple_kernel<Params, kBf16Probs>;
+  auto* kernel = sparse_mqa_v1_kernel<Params, kBf16Probs>;
   // The largest request (d = 512) once; smaller d need less.
   static const cudaError_t attr = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(SimpleSmem::bytes(Params::kHeadDimMax)));
@@ -178,14 +182,14 @@ void launch(const Params& p, cudaStream_t stream) {
 
 }  // namespace
 
-void launch_simple(const DecodeParams& p, Probs probs, cudaStream_t stream) {
+void launch_v1(const DecodeParams& p, Probs probs, cudaStream_t stream) {
   if (probs == Probs::bf16)
     launch<DecodeParams, true>(p, stream);
   else
     launch<DecodeParams, false>(p, stream);
 }
 
-void launch_simple(const PrefillParams& p, Probs probs, cudaStream_t stream) {
+void launch_v1(const PrefillParams& p, Probs probs, cudaStream_t stream) {
   if (probs == Probs::bf16)
     launch<PrefillParams, true>(p, stream);
   else

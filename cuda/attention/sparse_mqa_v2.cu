@@ -13,7 +13,7 @@
 //            (hi + mid + lo = p exactly) for the fp32-probability variant;
 //   PV       warp w: dims 64w..64w+63 of all 64 heads; O = O r + P V (V = the same k rows).
 // Epilogue: out = bf16(O / (l + expf(sink - m))), lse = m + log(l); a row without a valid slot
-// gives out 0, lse +inf. With splits, each split writes (O, m, l) and combine_kernel merges them
+// gives out 0, lse +inf. With splits, each split writes (O, m, l) and split_combine_kernel merges them
 // in split order: M = max m_s, L = sum l_s e^(m_s - M), out = sum e^(m_s - M) O_s / (L + e^(sink - M)).
 #include <cuda_runtime.h>
 
@@ -21,12 +21,13 @@
 #include <cmath>
 #include <cstdint>
 
-#include "cuda/attention/attn_numerics.cuh"
+#include "cuda/common/numerics.cuh"
 #include "cuda/attention/kernel_params.cuh"
 #include "cuda/attention/launchers.h"
 #include "cuda/attention/mma_layout.cuh"
 #include "cuda/attention/mma_sm80.cuh"
 #include "cuda/attention/model1_codec.cuh"
+#include "cuda/attention/split_combine.cuh"
 #include "cuda/common/cuda_check.h"
 
 namespace dsv4::cuda::attention::detail {
@@ -41,13 +42,6 @@ constexpr int kHeadsPerBlock = 64;
 static_assert(kRows == kSlotBlock && kRows == kHeadsPerBlock, "one block: 64 heads x 64 slots");
 static_assert(prefill_plan().total <= 232448 && decode_plan().total <= 232448,
               "shared memory plan exceeds the 227 KiB a block may have on sm_90");
-
-// Split-KV partial results: o [splits][rows][n_heads][512] fp32, m and l [splits][rows][n_heads].
-struct SplitOut {
-  float* o;
-  float* m;
-  float* l;
-};
 
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
@@ -171,45 +165,54 @@ __device__ __forceinline__ void qk_block(uint32_t q, uint32_t k, unsigned char* 
   }
 }
 
-// The running softmax of the warp's 8 heads over this block; P written over their S lines.
+// The running softmax of the warp's 8 heads over this block; P written over their S lines. Every
+// lane reads the heads' state (m, l) before lanes 0..7 write the new one (lane r: head 8w + r),
+// separated by __syncwarp: a shuffle orders no shared-memory access.
 template <int kPlanes>
 __device__ __forceinline__ void softmax_block(unsigned char* sp_ptr, uint32_t mask_lo, uint32_t mask_hi, float* st_m,
                                               float* st_l, float* st_r) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const bool v0 = (mask_lo >> lane) & 1u, v1 = (mask_hi >> lane) & 1u;
-  float s0[8], s1[8];
+  float s0[8], s1[8], m_old[8], l_old[8];
 #pragma unroll
   for (int r = 0; r < 8; ++r) {
     const int h = 8 * warp + r;
     s0[r] = *reinterpret_cast<const float*>(sp_ptr + s_offset(h, lane));
     s1[r] = *reinterpret_cast<const float*>(sp_ptr + s_offset(h, lane + 32));
+    m_old[r] = st_m[h];
+    l_old[r] = st_l[h];
   }
-  __syncwarp();  // every lane has read the warp's S lines before P overwrites them
+  __syncwarp();  // every lane has read the warp's S lines and state before P and the state are written
+  float my_m = 0.0f, my_l = 0.0f, my_r = 0.0f;  // lane r < 8: the new state of head 8w + r
 #pragma unroll
   for (int r = 0; r < 8; ++r) {
     const int h = 8 * warp + r;
-    const float m_old = st_m[h];
-    const float m_new = fmaxf(m_old, warp_max(fmaxf(v0 ? s0[r] : -INFINITY, v1 ? s1[r] : -INFINITY)));
+    const float m_new = fmaxf(m_old[r], warp_max(fmaxf(v0 ? s0[r] : -INFINITY, v1 ? s1[r] : -INFINITY)));
     const float p0 = v0 ? expf(s0[r] - m_new) : 0.0f;
     const float p1 = v1 ? expf(s1[r] - m_new) : 0.0f;
     const float sum = warp_sum(p0 + p1);
-    const float rescale = expf(m_old - m_new);  // 0 before the first valid slot (m_old = -inf)
+    const float rescale = expf(m_old[r] - m_new);  // 0 before the first valid slot (m_old = -inf)
     const float ps[2] = {p0, p1};
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       float rest = ps[half];
 #pragma unroll
       for (int plane = 0; plane < kPlanes; ++plane) {
-        const uint16_t code = bf16_rne_bits(rest);
+        const uint16_t code = bf16_bits(rest);
         *reinterpret_cast<uint16_t*>(sp_ptr + p_element_offset(h, plane, lane + 32 * half)) = code;
-        rest = rest - bf16_code_value(code);  // exact: the part of p the planes so far miss
+        rest = rest - bf16_value(code);  // exact: the part of p the planes so far miss
       }
     }
-    if (lane == 0) {
-      st_m[h] = m_new;
-      st_l[h] = st_l[h] * rescale + sum;
-      st_r[h] = rescale;
+    if (lane == r) {
+      my_m = m_new;
+      my_l = l_old[r] * rescale + sum;
+      my_r = rescale;
     }
+  }
+  if (lane < 8) {
+    st_m[8 * warp + lane] = my_m;
+    st_l[8 * warp + lane] = my_l;
+    st_r[8 * warp + lane] = my_r;
   }
 }
 
@@ -253,7 +256,7 @@ __device__ __forceinline__ void pv_block(float (&o)[4][8][4], uint32_t k, uint32
 }
 
 template <class Params, bool kDecode, int kPlanes>
-__global__ void __launch_bounds__(kThreads, 1) mma_kernel(Params p, int splits, SplitOut ws) {
+__global__ void __launch_bounds__(kThreads, 1) sparse_mqa_v2_kernel(Params p, int splits, SplitOut ws) {
   extern __shared__ __align__(1024) unsigned char smem[];
   constexpr Plan plan = kDecode ? decode_plan() : prefill_plan();
   const uint32_t sbase = smem_addr(smem);
@@ -347,7 +350,7 @@ __global__ void __launch_bounds__(kThreads, 1) mma_kernel(Params p, int splits, 
           const float x0 = l > 0.0f ? o[mt][nt][2 * half] / den : 0.0f;
           const float x1 = l > 0.0f ? o[mt][nt][2 * half + 1] / den : 0.0f;
           *reinterpret_cast<uint32_t*>(out + d) =
-              static_cast<uint32_t>(bf16_rne_bits(x0)) | (static_cast<uint32_t>(bf16_rne_bits(x1)) << 16);
+              static_cast<uint32_t>(bf16_bits(x0)) | (static_cast<uint32_t>(bf16_bits(x1)) << 16);
         }
       }
     if (tid < kRows) {
@@ -376,51 +379,10 @@ __global__ void __launch_bounds__(kThreads, 1) mma_kernel(Params p, int splits, 
   }
 }
 
-// Merges the splits of one (query row, head): 128 threads, 4 dims each.
-template <class Params>
-__global__ void __launch_bounds__(128) combine_kernel(Params p, int splits, SplitOut ws) {
-  const int64_t row = blockIdx.x / p.n_heads;
-  const int head = static_cast<int>(blockIdx.x % p.n_heads);
-  const int64_t stride = p.rows() * p.n_heads;  // between splits
-  const int64_t first = row * p.n_heads + head;
-  float big = -INFINITY;
-  for (int s = 0; s < splits; ++s) big = fmaxf(big, ws.m[first + s * stride]);
-  uint16_t* out = p.out_row(row, head);
-  const int d = 4 * threadIdx.x;
-  if (big == -INFINITY) {  // no split saw a valid slot
-    *reinterpret_cast<uint2*>(out + d) = make_uint2(0u, 0u);
-    if (threadIdx.x == 0) {
-      if (float* lse = p.lse_at(row, head)) *lse = INFINITY;
-      if (float* ml = p.max_logit_at(row, head)) *ml = -INFINITY;
-    }
-    return;
-  }
-  float total = 0.0f;
-  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  for (int s = 0; s < splits; ++s) {
-    const float w = expf(ws.m[first + s * stride] - big);  // 0 for a split without a valid slot
-    total += ws.l[first + s * stride] * w;
-    const float4 x = *reinterpret_cast<const float4*>(ws.o + (first + s * stride) * kHeadDim + d);
-    acc.x += w * x.x;
-    acc.y += w * x.y;
-    acc.z += w * x.z;
-    acc.w += w * x.w;
-  }
-  const float sink = p.sink ? p.sink[head] : -INFINITY;
-  const float den = total + expf(sink - big);
-  const uint32_t lo = static_cast<uint32_t>(bf16_rne_bits(acc.x / den)) | (static_cast<uint32_t>(bf16_rne_bits(acc.y / den)) << 16);
-  const uint32_t hi = static_cast<uint32_t>(bf16_rne_bits(acc.z / den)) | (static_cast<uint32_t>(bf16_rne_bits(acc.w / den)) << 16);
-  *reinterpret_cast<uint2*>(out + d) = make_uint2(lo, hi);
-  if (threadIdx.x == 0) {
-    if (float* lse = p.lse_at(row, head)) *lse = big + logf(total);
-    if (float* ml = p.max_logit_at(row, head)) *ml = big;
-  }
-}
-
 template <class Params, bool kDecode, int kPlanes>
 void launch_kernel(const Params& p, int splits, SplitOut ws, cudaStream_t stream) {
   constexpr Plan plan = kDecode ? decode_plan() : prefill_plan();
-  auto* kernel = mma_kernel<Params, kDecode, kPlanes>;
+  auto* kernel = sparse_mqa_v2_kernel<Params, kDecode, kPlanes>;
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(plan.total));
   CUDA_CHECK(attr);
@@ -429,30 +391,14 @@ void launch_kernel(const Params& p, int splits, SplitOut ws, cudaStream_t stream
   kernel<<<static_cast<unsigned>(blocks), kThreads, plan.total, stream>>>(p, splits, ws);
   CUDA_CHECK_LAUNCH();
   if (splits > 1) {
-    combine_kernel<Params><<<static_cast<unsigned>(p.rows() * p.n_heads), 128, 0, stream>>>(p, splits, ws);
+    split_combine_kernel<Params><<<static_cast<unsigned>(p.rows() * p.n_heads), 128, 0, stream>>>(p, splits, ws);
     CUDA_CHECK_LAUNCH();
   }
 }
 
-SplitOut split_views(void* workspace, int64_t rows, int n_heads, int splits) {
-  SplitOut ws{nullptr, nullptr, nullptr};
-  if (splits <= 1) return ws;
-  const int64_t parts = static_cast<int64_t>(splits) * rows * n_heads;
-  ws.o = static_cast<float*>(workspace);
-  ws.m = ws.o + parts * kHeadDim;
-  ws.l = ws.m + parts;
-  return ws;
-}
-
 }  // namespace
 
-size_t mma_workspace_bytes(int64_t rows, int n_heads, int splits) {
-  if (splits <= 1) return 0;
-  const int64_t parts = static_cast<int64_t>(splits) * rows * n_heads;
-  return static_cast<size_t>(parts) * (kHeadDim + 2) * sizeof(float);
-}
-
-void launch_mma(const DecodeParams& p, Probs probs, int splits, void* workspace, cudaStream_t stream) {
+void launch_v2(const DecodeParams& p, Probs probs, int splits, void* workspace, cudaStream_t stream) {
   const SplitOut ws = split_views(workspace, p.rows(), p.n_heads, splits);
   if (probs == Probs::bf16)
     launch_kernel<DecodeParams, true, 1>(p, splits, ws, stream);
@@ -460,7 +406,7 @@ void launch_mma(const DecodeParams& p, Probs probs, int splits, void* workspace,
     launch_kernel<DecodeParams, true, 3>(p, splits, ws, stream);
 }
 
-void launch_mma(const PrefillParams& p, Probs probs, cudaStream_t stream) {
+void launch_v2(const PrefillParams& p, Probs probs, cudaStream_t stream) {
   if (probs == Probs::bf16)
     launch_kernel<PrefillParams, false, 1>(p, 1, SplitOut{nullptr, nullptr, nullptr}, stream);
   else

@@ -1,0 +1,124 @@
+// The probe kernels of v3_probes.h: v3's own pieces (v3_pieces.cuh) on one block, nothing else.
+#include "cuda/attention/v3_probes.h"
+
+#include <cuda_runtime.h>
+
+#include "cuda/attention/v3_pieces.cuh"
+#include "cuda/common/cuda_check.h"
+
+namespace dsv4::cuda::attention::probes {
+namespace {
+
+using namespace v3;
+using layout::matrix_offset;
+
+constexpr uint32_t kSmem = 3 * kTile + 3 * kPTile + 1024;  // q, k, (spare), p planes, alignment
+
+struct Tiles {
+  uint32_t base;
+  unsigned char* ptr;
+};
+
+__device__ Tiles tiles(unsigned char* raw) {
+  const uint32_t a = mma::smem_addr(raw);
+  Tiles t;
+  t.base = (a + 1023u) & ~1023u;
+  t.ptr = raw + (t.base - a);
+  return t;
+}
+
+// rows [64][512] bf16 (global, row-major) -> a swizzled tile; every thread of the block helps.
+__device__ void fill_tile(unsigned char* tile, const uint16_t* rows) {
+  for (int c = threadIdx.x; c < 64 * 64; c += blockDim.x) {
+    const int r = c >> 6, chunk = c & 63;
+    *reinterpret_cast<uint4*>(tile + matrix_offset(r, chunk)) = *reinterpret_cast<const uint4*>(rows + r * 512 + chunk * 8);
+  }
+}
+
+// 256 threads: the two consumer warpgroups.
+__global__ void __launch_bounds__(256, 1) qk_probe(const uint16_t* q, const uint16_t* k, float* s) {
+  extern __shared__ __align__(1024) unsigned char raw[];
+  const Tiles T = tiles(raw);
+  fill_tile(T.ptr, q);
+  fill_tile(T.ptr + kTile, k);
+  sm90::fence_proxy_async();
+  __syncthreads();
+  const int c = threadIdx.x >> 7, t = threadIdx.x & 127;
+  float acc[16];
+  qk_block(T.base, T.base + kTile, c, acc);
+#pragma unroll
+  for (int e = 0; e < 16; ++e) s[acc_row(t, e) * 64 + kSlotsPerConsumer * c + acc_col(t, e)] = acc[e];
+}
+
+template <int kPlanes>
+__global__ void __launch_bounds__(256, 1) pv_probe(const uint16_t* p, const uint16_t* v, float* o) {
+  extern __shared__ __align__(1024) unsigned char raw[];
+  const Tiles T = tiles(raw);
+  fill_tile(T.ptr + kTile, v);
+  for (int i = threadIdx.x; i < kPlanes * 64 * 64; i += blockDim.x) {
+    const int plane = i / 4096, head = (i / 64) % 64, slot = i % 64;
+    *reinterpret_cast<uint16_t*>(T.ptr + 3 * kTile + p_element_offset(plane, head, slot)) = p[i];
+  }
+  sm90::fence_proxy_async();
+  __syncthreads();
+  const int c = threadIdx.x >> 7, t = threadIdx.x & 127;
+  float acc[128];
+#pragma unroll
+  for (int e = 0; e < 128; ++e) acc[e] = 0.0f;
+  pv_block<kPlanes>(T.base + 3 * kTile, T.base + kTile, c, acc);
+#pragma unroll
+  for (int e = 0; e < 128; ++e) o[acc_row(t, e) * 512 + kDimsPerConsumer * c + acc_col(t, e)] = acc[e];
+}
+
+// 128 threads: the producer warpgroup.
+__global__ void __launch_bounds__(128, 1) decode_block_probe(DecodeParams p, int64_t row, int blk, uint16_t* rows,
+                                                              uint32_t* mask) {
+  extern __shared__ __align__(1024) unsigned char raw[];
+  const Tiles T = tiles(raw);
+  const int t = threadIdx.x;
+  const auto rs = p.row_slots(row);
+  DecodeLoad L;
+  load_decode(rs, blk * 64 + producer_token(t), producer_half(t), p.q, L);
+  const uint32_t bits = token_bits(L.valid);
+  store_decode(L, T.ptr, producer_token(t), producer_half(t));
+  uint16_t* mask16 = reinterpret_cast<uint16_t*>(T.ptr + kTile);
+  if ((t & 31) == 0) mask16[t >> 5] = static_cast<uint16_t>(bits);
+  __syncthreads();
+  for (int c = t; c < 64 * 64; c += 128) {
+    const int r = c >> 6, chunk = c & 63;
+    *reinterpret_cast<uint4*>(rows + r * 512 + chunk * 8) = *reinterpret_cast<const uint4*>(T.ptr + matrix_offset(r, chunk));
+  }
+  if (t < 2) mask[t] = reinterpret_cast<const uint32_t*>(mask16)[t];
+}
+
+template <class Kernel>
+void allow_smem(Kernel* kernel) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
+}
+
+}  // namespace
+
+void v3_qk_tile(const uint16_t* q, const uint16_t* k, float* s) {
+  allow_smem(qk_probe);
+  qk_probe<<<1, 256, kSmem>>>(q, k, s);
+  CUDA_CHECK_LAUNCH();
+}
+
+void v3_pv_tile(const uint16_t* p, const uint16_t* v, int planes, float* o) {
+  if (planes == 1) {
+    allow_smem(pv_probe<1>);
+    pv_probe<1><<<1, 256, kSmem>>>(p, v, o);
+  } else {
+    allow_smem(pv_probe<3>);
+    pv_probe<3><<<1, 256, kSmem>>>(p, v, o);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+void v3_decode_block(const DecodeParams& p, int64_t row, int blk, uint16_t* rows, uint32_t* mask) {
+  allow_smem(decode_block_probe);
+  decode_block_probe<<<1, 128, kSmem>>>(p, row, blk, rows, mask);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace dsv4::cuda::attention::probes

@@ -1,0 +1,25 @@
+#pragma once
+// Each piece of v3 run alone on one block of data (v3_probes.cu), so that a failing v3 test points
+// at the broken piece: the wgmma QK tile, the wgmma PV tile (the k tile read transposed), the
+// producer's gather and dequantization of a decode block. Test support (cuda/tests/test_cuda_attention.cpp),
+// not an API. All pointers are device pointers; matrices row-major.
+#include <cstdint>
+
+#include "cuda/attention/kernel_params.cuh"
+
+namespace dsv4::cuda::attention::probes {
+
+// s [64 heads][64 slots] fp32 = q [64][512] . k [64][512]^T (bf16 codes), by the two consumers'
+// qk_block (slots 0..31 and 32..63), unscaled.
+void v3_qk_tile(const uint16_t* q, const uint16_t* k, float* s);
+
+// o [64 heads][512 dims] fp32 = sum over planes of p[plane] [64][64] . v [64 slots][512] (bf16 codes),
+// by the two consumers' pv_block (dims 0..255 and 256..511); planes 1 or 3.
+void v3_pv_tile(const uint16_t* p, const uint16_t* v, int planes, float* o);
+
+// Slots 64 blk .. 64 blk + 63 of decode row `row`, gathered and dequantized by the producer ->
+// rows [64][512] bf16 codes (the k tile read back unswizzled) and mask [2] (validity bits of slots
+// 0..31, 32..63).
+void v3_decode_block(const DecodeParams& p, int64_t row, int blk, uint16_t* rows, uint32_t* mask);
+
+}  // namespace dsv4::cuda::attention::probes
