@@ -87,13 +87,20 @@ TEST_CASE("a corrupted stage is the first failure: exit 1 and the JSON names it"
   const json j = read_json(report);
   CHECK(j["first_failure"] == json{{"layer", 0}, {"call", 3}, {"stage", "attn/core"}});
 
-  // Chained: an early stage corrupted is the first failure, and the only one.
+  // Chained: an early stage corrupted is the first failure; the chained verdict charges a stage
+  // with its own error (against the stage recomputed from the captured inputs), so only the
+  // corrupted dataset and the stages that read it (q and indexer/q read q_latent) can fail.
   const fs::path early = corrupted_copy(kSynthR4, dir.path(), 0, "q_latent", 7);
   const Run c = run({"replay", early.string(), "--mode", "chained", "--json", report.string()});
   CHECK(c.status == 1);
   const json jc = read_json(report);
   CHECK(jc["first_failure"] == json{{"layer", 0}, {"call", 0}, {"stage", "q_latent"}});
-  CHECK(jc["summary"]["failed"] == 1);
+  for (const json& rec : jc["records"]) {
+    if (rec["status"] != "FAIL") continue;
+    INFO(rec["layer"], " ", rec["call"], " ", rec["stage"]);
+    CHECK(rec["call"] == 0);
+    CHECK((rec["stage"] == "q_latent" || rec["stage"] == "q" || rec["stage"] == "indexer/q"));
+  }
   CHECK(jc["mode"] == "chained");
 }
 
@@ -208,7 +215,7 @@ TEST_CASE("synth reproduces the committed synthetic fixtures dataset by dataset"
   }
 }
 
-TEST_CASE("the DeepSeek official capture passes stage-locally and diverges in chained mode only after attention") {
+TEST_CASE("the DeepSeek official capture passes every stage in both modes") {
   testing::ScratchDir dir("cli_deepseek");
   const fs::path report = dir.path() / "r.json";
   const Run local = run({"replay", kDeepSeek.string(), "--json", report.string()});
@@ -218,18 +225,18 @@ TEST_CASE("the DeepSeek official capture passes stage-locally and diverges in ch
   CHECK(j["summary"]["missing"] == 0);
   CHECK(j["summary"]["passed"] == 222);
 
-  // Chained: the oracle's chain from x matches the H200 run through attn/core in every call; the
-  // few one-ulp attn/core flips of the GPU then move attn/out_heads (through the RoPE pair) and
-  // attn/wo_a by more than their stage-local rows allow (docs/tolerances.md: chained replay uses
-  // the stage-local table, its failures show growth). `out` passes everywhere.
+  // Chained: the H200 run's few one-ulp attn/core flips grow through the RoPE pair and wo_a
+  // (attn/out_heads and attn/wo_a of the prefill calls are further from the oracle's chain than
+  // their rows allow a stage's own error); the chained verdict charges each stage with its own
+  // error only (docs/tolerances.md "Chained replay"), so every stage passes, and the records
+  // still show the chained distance.
   const Run chained = run({"replay", kDeepSeek.string(), "--mode", "chained", "--json", report.string()});
-  CHECK(chained.status == 1);
+  CHECK(chained.status == 0);
   const json jc = read_json(report);
-  CHECK(jc["first_failure"]["stage"] == "attn/wo_a");
-  for (const json& rec : jc["records"]) {
-    if (rec["status"] == "FAIL") {
-      INFO(rec["layer"], " ", rec["call"], " ", rec["stage"]);
-      CHECK((rec["stage"] == "attn/out_heads" || rec["stage"] == "attn/wo_a"));
-    }
-  }
+  CHECK(jc["summary"]["failed"] == 0);
+  CHECK(jc["summary"]["passed"] == 222);
+  double out_heads_distance = 0;
+  for (const json& rec : jc["records"])
+    if (rec["stage"] == "attn/out_heads") out_heads_distance = std::max(out_heads_distance, rec["metrics"]["max_abs"].get<double>());
+  CHECK(out_heads_distance > 0);
 }
