@@ -84,9 +84,9 @@ __device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
   asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
 }
 // Waits (acquire) until the phase of parity `parity` has completed. A wait that never ends (a
-// protocol bug: an arrive missing) traps after 2^22 tries (each try suspends up to a system time
-// limit: 0.4 s at the least, far beyond any legitimate wait here, sanitizers included), so that the
-// launch fails with an error instead of hanging the test run. The loop is PTX: a C++ loop around
+// protocol bug: an arrive missing) traps after 2^25 tries (each try suspends up to a system time
+// limit: seconds at the least, far beyond any legitimate wait here, racecheck's slowdown included),
+// so that the launch fails with an error instead of hanging the test run. The loop is PTX: a C++ loop around
 // try_wait made ptxas lose the registers of the consumers' setmaxnreg region (wgmma serialized).
 __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
   asm volatile(
@@ -95,7 +95,7 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
       "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
       "@done bra DONE;\n"
       "add.u32 tries, tries, 1;\n"
-      "setp.lt.u32 more, tries, 4194304;\n"
+      "setp.lt.u32 more, tries, 33554432;\n"
       "@more bra WAIT;\n"
       "trap;\n"
       "DONE:\n}\n" ::"r"(bar),
