@@ -15,7 +15,7 @@ import numpy as np
 from . import _core
 from ._arrays import numpy as _np
 
-_STAGES = {name: (shape, is_index) for name, shape, is_index, _ in _core.stage_names()}
+_STAGES = {name: (shape, is_index) for name, shape, is_index, *_ in _core.stage_names()}
 
 
 def new_capture(cfg, precision="official", model="", producer="dsv4_oracle"):

@@ -15,19 +15,22 @@ def tolerance_table(precision="official"):
     return _core.ToleranceTable.for_precision(precision)
 
 
-def compare(stage, reference, tested, precision="official", *, scores=None, offset=0, layer=0, call=0, dtype="",
-            table=None):
+def compare(stage, reference, tested, precision="official", *, scores=None, offset=0, row_mask=None, layer=0, call=0,
+            dtype="", table=None):
     """Compares a tested stage output with the reference, with the tolerance row of `stage`.
 
     stage: a capture stage name ('attn/core', 'indexer/scores', 'indexer/topk', ...).
     Dense stages: reference and tested of one shape. Index stages ('indexer/topk', 'topk_idxs'):
-    sets per row, ties resolved with `scores` [rows, n] (column = index - offset).
+    sets per row, ties resolved with `scores` [rows, n] (column = index - offset; the registry names the
+    scores stage of each). Compressor states: `row_mask` (one byte per row of all axes but the last)
+    keeps the rows a reader relies on (CompressorState.meaningful_rows).
     Returns a Record: .passed, .status ('PASS'/'FAIL'), .metrics, .reason; str(record) is the line
     dsv4-verify prints for it.
     """
     table = table or tolerance_table(precision)
     s = None if scores is None else _np(scores)
-    return _core.compare_stage(stage, _np(reference), _np(tested), table, s, offset, layer, call, dtype)
+    mask = None if row_mask is None else _np(row_mask, dtype=np.uint8)
+    return _core.compare_stage(stage, _np(reference), _np(tested), table, s, offset, mask, layer, call, dtype)
 
 
 def assert_stage(stage, reference, tested, precision="official", **kwargs):

@@ -12,6 +12,7 @@
 #include "reference/precision.h"
 #include "reference/primitives/hadamard.h"
 #include "reference/primitives/rope.h"
+#include "reference/stage_registry.h"
 #include "reference/stages/compressor.h"
 #include "reference/stages/index_lists.h"
 #include "reference/stages/indexer.h"
@@ -38,30 +39,15 @@ namespace {
       #field, [](const Type& self) { return out(ref::Vec(self.field)); },                           \
       [](Type& self, In1 a) { self.field = to_vec(a); }, nb::rv_policy::move, doc)
 
+// Every stage the registry says the layer computes for this ratio, by its capture name.
 nb::dict stage_dict(const ref::StageOutputs& o, int ratio) {
   nb::dict d;
-  d["q_latent"] = out(o.q_latent);
-  d["q"] = out(o.q);
-  d["kv"] = out(o.kv);
-  if (ratio != 0) {
-    d["compressor/entries"] = out(o.compressor_entries);
-    d["compressor/state_kv"] = out(o.compressor_state.kv);
-    d["compressor/state_score"] = out(o.compressor_state.score);
+  for (const ref::StageDef& def : ref::stages()) {
+    if (!ref::in_scope(def.scope, ratio)) continue;
+    const std::string name(def.name);
+    if (def.dense_result != nullptr) d[name.c_str()] = out(ref::Mat(*def.dense_result(o)));
+    else if (def.index_result != nullptr) d[name.c_str()] = out(ref::IndexMat(*def.index_result(o)));
   }
-  if (ratio == 4) {
-    d["indexer/q"] = out(o.indexer_q);
-    d["indexer/weights"] = out(o.indexer_weights);
-    d["indexer/compressor/entries"] = out(o.indexer_compressor_entries);
-    d["indexer/compressor/state_kv"] = out(o.indexer_compressor_state.kv);
-    d["indexer/compressor/state_score"] = out(o.indexer_compressor_state.score);
-    d["indexer/scores"] = out(o.indexer_scores);
-    d["indexer/topk"] = out(o.indexer_topk);
-  }
-  d["topk_idxs"] = out(o.topk_idxs);
-  d["attn/core"] = out(o.attn_core);
-  d["attn/out_heads"] = out(o.attn_out_heads);
-  d["attn/wo_a"] = out(o.attn_wo_a);
-  d["out"] = out(o.out);
   return d;
 }
 
@@ -273,6 +259,10 @@ void bind_oracle(nb::module_& m) {
         "Window part of 'topk_idxs': prefill [s, min(s, W)], decode [1, W] ring slots, chunked [s, W]; -1 unused.");
   m.def("hca_indices", [](const ref::IndexSpace& s, int ratio) { return out(ref::hca_indices(s, ratio)); }, "space"_a, "ratio"_a,
         "HCA compressed part of 'topk_idxs': every complete block, offset applied, -1 elsewhere.");
+  m.def("attention_indices", [](const ref::IndexSpace& s, int ratio, InIndex2 topk) {
+          return out(ref::attention_indices(s, ratio, to_index_mat(topk))); }, "space"_a, "ratio"_a, "indexer_topk"_a,
+        "Stage 'topk_idxs' of a call: the window indices, then the compressed ones (HCA blocks for ratio 128, the "
+        "indexer's top-k for ratio 4, none for ratio 0).");
   m.def("concat_indices", [](InIndex2 w, InIndex2 c) { return out(ref::concat_indices(to_index_mat(w), to_index_mat(c))); },
         "window"_a, "compressed"_a, "Stage 'topk_idxs' = [window | compressed] per row.");
 

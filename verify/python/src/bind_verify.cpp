@@ -12,9 +12,9 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "reference/stage_registry.h"
 #include "verify/capture/capture.h"
 #include "verify/capture/reader.h"
-#include "verify/capture/stage_names.h"
 #include "verify/capture/writer.h"
 #include "verify/compare/dense.h"
 #include "verify/compare/index_set.h"
@@ -67,12 +67,13 @@ int64_t rows_of(const std::vector<int64_t>& shape) {
 }
 
 v::Record compare_stage(const std::string& stage, InAny reference, InAny tested, const v::ToleranceTable& table,
-                        std::optional<In2> scores, int64_t offset, int layer, int call, const std::string& dtype) {
-  const v::StageName* s = v::find_stage(stage);
-  if (s == nullptr || s->is_cache() || stage == "x") {
+                        std::optional<In2> scores, int64_t offset, std::optional<InBytes> row_mask, int layer, int call,
+                        const std::string& dtype) {
+  const ref::StageDef* s = ref::find_stage(stage);
+  if (s == nullptr || !s->is_compared()) {
     std::string known;
-    for (const v::StageName& n : v::stage_names())
-      if (!n.is_cache() && n.name != "x") known += (known.empty() ? "" : ", ") + std::string(n.name);
+    for (const ref::StageDef& n : ref::stages())
+      if (n.is_compared()) known += (known.empty() ? "" : ", ") + std::string(n.name);
     throw std::invalid_argument("compare: '" + stage + "' is not a compared stage (stages: " + known + ")");
   }
   v::Record r;
@@ -82,7 +83,7 @@ v::Record compare_stage(const std::string& stage, InAny reference, InAny tested,
   r.shape = shape_of(tested);
   r.dtype = dtype;
   r.tolerance = table.at(stage);
-  if (s->is_index()) {
+  if (s->comparison == ref::Comparison::index_set) {
     const std::vector<int64_t> ref_shape = shape_of(reference);
     if (ref_shape.empty() || r.shape.empty()) throw std::invalid_argument("compare: index stages need arrays of rank >= 1");
     const std::vector<int64_t> ref_values = flat_int(reference), got_values = flat_int(tested);
@@ -102,7 +103,12 @@ v::Record compare_stage(const std::string& stage, InAny reference, InAny tested,
     if (shape_of(reference) != r.shape)
       throw std::invalid_argument("compare: '" + stage + "' reference shape " + v::format_shape(shape_of(reference)) +
                                   " differs from the tested " + v::format_shape(r.shape));
-    const v::DenseMetrics m = v::compare_dense({reference.data(), reference.size()}, {tested.data(), tested.size()}, r.shape, *r.tolerance);
+    // A compressor state compares the rows a reader relies on when a row mask says which (one byte
+    // per row of all axes but the last); without one, every row.
+    const v::DenseMetrics m =
+        row_mask ? v::compare_dense_masked({reference.data(), reference.size()}, {tested.data(), tested.size()}, r.shape,
+                                           {row_mask->data(), row_mask->size()}, *r.tolerance)
+                 : v::compare_dense({reference.data(), reference.size()}, {tested.data(), tested.size()}, r.shape, *r.tolerance);
     r.status = m.status;
     r.metrics = m;
   }
@@ -182,7 +188,7 @@ void bind_verify(nb::module_& m) {
       .def("__repr__", &console_lines)
       .def("__bool__", [](const v::Record& r) { return r.status == v::Status::pass; });
   m.def("compare_stage", &compare_stage, "stage"_a, "reference"_a, "tested"_a, "table"_a, "scores"_a = nb::none(), "offset"_a = 0,
-        "layer"_a = 0, "call"_a = 0, "dtype"_a = "",
+        "row_mask"_a = nb::none(), "layer"_a = 0, "call"_a = 0, "dtype"_a = "",
         "Compares one stage with the table's row for it: dense stages with every metric and gate, index stages "
         "('indexer/topk', 'topk_idxs') as sets per row with the score tie window (scores [rows, n], column = index - offset).");
 
@@ -203,9 +209,13 @@ void bind_verify(nb::module_& m) {
         "score within atol + rtol|thr| of the row's k-th reference score thr (scores [rows, n], column = index - offset).");
   m.def("stage_names", [] {
           nb::list l;
-          for (const v::StageName& n : v::stage_names())
-            l.append(nb::make_tuple(std::string(n.name), std::string(n.shape_doc), n.is_index(), std::string(v::scope_text(n.scope))));
-          return l; }, "The capture format's stages: (name, shape, is_index, which layers have it), in computation order.");
+          for (const ref::StageDef& n : ref::stages())
+            l.append(nb::make_tuple(std::string(n.name), std::string(n.shape_doc), n.is_index(), std::string(ref::scope_text(n.scope)),
+                                    std::string(ref::comparison_name(n.comparison)),
+                                    n.tie_scores ? std::string(ref::stage(*n.tie_scores).name) : std::string()));
+          return l; },
+        "The stage registry (reference/stage_registry.h): (name, shape, is_index, which layers have it, comparison, "
+        "tie-score stage), in the capture format's order.");
 
   // --- capture files -------------------------------------------------------------------------------
   nb::class_<v::Tensor>(m, "CaptureTensor", "One dataset: shape, values (float64), dtype attribute, is_index.")
