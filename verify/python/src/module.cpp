@@ -7,6 +7,7 @@ void bind_oracle(nb::module_& m);
 void bind_numerics(nb::module_& m);
 void bind_layouts(nb::module_& m);
 void bind_verify(nb::module_& m);
+void bind_capture(nb::module_& m);
 }  // namespace dsv4::python
 
 NB_MODULE(_core, m) {
@@ -15,4 +16,7 @@ NB_MODULE(_core, m) {
   dsv4::python::bind_numerics(m);
   dsv4::python::bind_layouts(m);
   dsv4::python::bind_verify(m);
+#ifndef DSV4_PYTHON_NO_CAPTURE  // a build without HDF5 (verify/python/device_build.sh) has no capture files
+  dsv4::python::bind_capture(m);
+#endif
 }
