@@ -2,6 +2,7 @@
 the engines' own, DeepGEMM's calc_diff and FlashMLA's allclose, plus a tie-aware top-k set check."""
 import dataclasses
 import functools
+import os
 
 import numpy as np
 
@@ -11,8 +12,10 @@ from ._arrays import numpy as _np
 
 @functools.lru_cache(maxsize=None)
 def tolerance_table(precision="official"):
-    """The tolerance table of a precision policy (data/tolerances/<precision>.json)."""
-    return _core.ToleranceTable.for_precision(precision)
+    """The tolerance table of a precision policy (data/tolerances/<precision>.json): the copy an installed
+    package carries, else the source tree's."""
+    installed = os.path.join(os.path.dirname(__file__), "tolerances")
+    return _core.ToleranceTable.for_precision(precision, installed if os.path.isdir(installed) else "")
 
 
 def compare(stage, reference, tested, precision="official", *, scores=None, offset=0, row_mask=None, layer=0, call=0,
