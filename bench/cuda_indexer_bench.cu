@@ -232,7 +232,7 @@ void register_all() {
   reg("Logits/decode/fp8/deepgemm/fp32/v1/b8/ctx4096", [](benchmark::State& s) {
     BM_LogitsDecode(s, IndexerFormat::fp8, ScoreStorage::fp32, IndexerCacheLayout::deepgemm, Variant::v1, 8, 4096);
   }, 2);
-  for (Variant v : {Variant::v1, Variant::v2})
+  for (Variant v : {Variant::v1, Variant::v2, Variant::v3})
     for (int k : {512, 1024}) {
       reg(std::string("TopK/") + variant_name(v) + "/b1/n262144/k" + std::to_string(k),
           [=](benchmark::State& s) { BM_TopK(s, v, 1, 262144, k); }, 50);

@@ -1,7 +1,8 @@
 // Host-only tests of the indexer and top-k kernels' scalar code (no GPU needed, so CI runs them):
 // the v1 arithmetic (indexer_math.cuh, compiled here for the CPU) bit for bit against the oracle's
 // indexer_q and indexer_scores; the cache offsets against verify/layouts; the e2m1 -> e4m3 unpacking
-// on every code; the v2 epilogue's lane exchange simulated over a warp; the top-k order keys.
+// on every code; the v2 epilogue's lane exchange simulated over a warp; the top-k order keys; the v3
+// top-k's index arithmetic (slices, warp segments, digits, select bins, the sort network).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "cuda/indexer/oracle_mirror.h"
 #include "cuda/indexer/tile_math.cuh"
 #include "cuda/topk/topk_keys.cuh"
+#include "cuda/topk/topk_v3_plan.h"
 #include "reference/config.h"
 #include "reference/numerics/fp4_e2m1.h"
 #include "reference/numerics/fp8_e4m3.h"
@@ -319,5 +321,87 @@ TEST_CASE("top-k order keys: the oracle's order (score descending, lower index f
     }
     bad += cuda::composite_index(cuda::composite(cuda::order_key(xs[a]), static_cast<uint32_t>(a))) != a;
   }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("top-k v3 plan: slices and warp segments partition each row in index order, digits cover 32 bits") {
+  namespace plan = cuda::topk_v3_plan;
+  CHECK(plan::cluster_size(0, 16) == 1);
+  CHECK(plan::cluster_size(16384, 16) == 1);
+  CHECK(plan::cluster_size(16385, 16) == 2);
+  CHECK(plan::cluster_size(262144, 16) == 16);
+  CHECK(plan::cluster_size(262144, 8) == 8);
+  CHECK(plan::cluster_size(1 << 20, 16) == 16);
+  int64_t bad = 0;
+  std::vector<int64_t> lens{0, 1, 31, 32, 33, 1000, 1024, 1025, 16383, 16384, 16385, 32768, 32769, 100000, 262143,
+                            262144, 262145, 524288, 1000000};
+  for (int64_t len : lens)
+    for (int c : {1, 2, 3, 8, 16}) {
+      int64_t next = 0;  // the next index the walk must reach, in rank, warp, chunk order
+      const bool resident = plan::slice_part(len, c) <= plan::kResident;
+      bad += plan::slice_part(len, c) % 32 != 0 || plan::slice_part(len, c) * c < len;
+      for (int r = 0; r < c; ++r) {
+        const plan::Slice s = plan::slice_of(len, c, r);
+        bad += s.lo != next || s.hi < s.lo || s.seg % 32 != 0 || s.seg * plan::kWarps < s.hi - s.lo;
+        if (resident) bad += s.hi - s.lo > plan::kResident;
+        for (int w = 0; w < plan::kWarps; ++w) {
+          bad += plan::warp_begin(s, w) != next;
+          bad += plan::warp_end(s, w) < plan::warp_begin(s, w) || plan::warp_end(s, w) > s.hi;
+          next = plan::warp_end(s, w);
+        }
+        bad += next != s.hi;
+      }
+      bad += next != len;
+    }
+  CHECK(bad == 0);
+  // Digits: pass p's bits lie right below pass p-1's, 32 in all; bins a power of two.
+  int covered = 32;
+  for (int p = 0; p < plan::kPasses; ++p) {
+    const int bits = std::countr_zero(static_cast<unsigned>(plan::digit_bins(p)));
+    CHECK((1 << bits) == plan::digit_bins(p));
+    CHECK(plan::digit_bins(p) <= plan::kMaxBins);
+    CHECK(plan::digit_shift(p) + bits == covered);
+    covered = plan::digit_shift(p);
+  }
+  CHECK(covered == 0);
+  // The select: the threads' bin pairs (high_bin, high_bin - 1) cover every bin once, descending.
+  for (int p = 0; p < plan::kPasses; ++p) {
+    const int bins = plan::digit_bins(p);
+    std::vector<int> seen(static_cast<size_t>(bins), 0);
+    int expect = bins - 1;
+    for (int t = 0; t < plan::kThreads; ++t) {
+      const int top = plan::high_bin(bins, t);
+      if (top <= 0) continue;
+      bad += top != expect;
+      ++seen[static_cast<size_t>(top)];
+      ++seen[static_cast<size_t>(top - 1)];
+      expect = top - 2;
+    }
+    for (int v : seen) bad += v != 1;
+  }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("top-k v3 plan: the bitonic network of bitonic_keeps_max sorts every size descending") {
+  namespace plan = cuda::topk_v3_plan;
+  std::mt19937_64 gen(11);
+  int64_t bad = 0;
+  for (int size = 64; size <= 2048; size <<= 1)
+    for (int n : {0, 1, size / 2 + 1, size - 1, size}) {
+      std::vector<uint64_t> v(static_cast<size_t>(size), 0);
+      for (int i = 0; i < n; ++i) v[static_cast<size_t>(i)] = (gen() | 1) >> 1;  // distinct with overwhelming odds
+      std::vector<uint64_t> want(v);
+      std::sort(want.begin(), want.end(), std::greater<>());
+      for (int span = 2; span <= size; span <<= 1)
+        for (int stride = span / 2; stride > 0; stride >>= 1) {
+          std::vector<uint64_t> next(v);
+          for (int p = 0; p < size; ++p) {
+            const uint64_t a = v[static_cast<size_t>(p)], b = v[static_cast<size_t>(p ^ stride)];
+            next[static_cast<size_t>(p)] = plan::bitonic_keeps_max(p, stride, span) ? std::max(a, b) : std::min(a, b);
+          }
+          v = next;
+        }
+      bad += v != want;
+    }
   CHECK(bad == 0);
 }

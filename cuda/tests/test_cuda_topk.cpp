@@ -8,7 +8,10 @@
 // (the oracle is given -inf in their place: it refuses NaN). Plus: ReLU-like plateaus of equal
 // scores across the k-th boundary, +-inf and +-0, every dispatch boundary of v2 (the 32768-key
 // slice, the cluster sizes), lengths 0 to 1M, k from 1 to 2048, reruns and batch permutations
-// bitwise identical, and the key lists in the project's and the compact convention.
+// bitwise identical, and the key lists in the project's and the compact convention. v3's pieces each
+// have a case that exercises one alone: the sort (at most k visible candidates: no select), the
+// select (distinct scores: no ties), the share-out of ties across the CTAs and warps of a cluster
+// (equal scores), and every cluster size it dispatches.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -139,7 +142,7 @@ TEST_CASE("top-k equals the oracle's picks and order at every length boundary an
                                   65537, 100000, 262144, 262145};
   for (Scores kind : {Scores::random, Scores::plateaus, Scores::specials})
     for (int k : {512, 1024})
-      for (Variant v : {Variant::v1, Variant::v2}) {
+      for (Variant v : {Variant::v1, Variant::v2, Variant::v3}) {
         const int32_t offset = 160;
         const auto c = Case::select(CaseId("topk").with("lengths", lens).with("scores", scores_name(kind)).with("k", k)
                                         .with("offset", offset).with("variant", v));
@@ -160,7 +163,7 @@ TEST_CASE("top-k equals the oracle's picks and order at every length boundary an
 
 TEST_CASE("top-k over a million candidates, small and large k") {
   for (int k : {1, 8, 2048})
-    for (Variant v : {Variant::v1, Variant::v2}) {
+    for (Variant v : {Variant::v1, Variant::v2, Variant::v3}) {
       const std::vector<int64_t> lens{1000000, 3, 2048};
       const auto c = Case::select(CaseId("topk_long").with("lengths", lens).with("k", k).with("variant", v));
       if (!c) continue;
@@ -174,7 +177,7 @@ TEST_CASE("top-k over a million candidates, small and large k") {
 }
 
 TEST_CASE("top-k picks are bitwise identical across reruns and batch permutations") {
-  for (Variant v : {Variant::v1, Variant::v2}) {
+  for (Variant v : {Variant::v1, Variant::v2, Variant::v3}) {
     const std::vector<int64_t> lens{40000, 700, 16384, 300000, 5};
     const auto c = Case::select(CaseId("topk_invariance").with("lengths", lens).with("variant", v));
     if (!c) continue;
@@ -200,6 +203,69 @@ TEST_CASE("top-k picks are bitwise identical across reruns and batch permutation
   }
 }
 
+// v3, one piece at a time. A Batch of rows built by `score(row, index)`.
+Batch batch_of(const std::vector<int64_t>& lens, float (*score)(int64_t, int64_t)) {
+  std::mt19937_64 unused(0);
+  Batch b(lens, Scores::random, unused);
+  for (size_t r = 0; r < lens.size(); ++r) {
+    for (int64_t i = 0; i < lens[r]; ++i) b.rows[r][static_cast<size_t>(i)] = score(static_cast<int64_t>(r), i);
+    std::copy(b.rows[r].begin(), b.rows[r].end(), b.flat.begin() + static_cast<int64_t>(r) * b.stride);
+  }
+  return b;
+}
+
+TEST_CASE("top-k v3 pieces: the sort alone, the select alone, the tie share-out alone") {
+  struct Piece {
+    const char* name;
+    std::vector<int64_t> lens;
+    int k;
+    float (*score)(int64_t, int64_t);
+  };
+  const std::vector<Piece> pieces{
+      // At most k visible: every visible candidate picked, only the sort orders them (sizes 64 .. 2048,
+      // the 1024-stride exchange inside a thread at 2048).
+      {"sort_only", {1, 63, 64, 65, 1000, 1025, 2048, 5000}, 2048,
+       [](int64_t r, int64_t i) { return i % 3 != 0 && r == 7 ? -kInf : static_cast<float>((i * 7919 + r) % 4099) - 2000.0f; }},
+      // Distinct scores, no ties at the k-th key: the three digit passes alone decide.
+      {"select_only", {16384, 16385, 70000, 262144}, 512,
+       [](int64_t r, int64_t i) { return static_cast<float>(((i + r) * 2654435761LL) % 1000003) * 0.001f; }},
+      // Every visible score equal: every pick is a tie, the lowest indices; the invisible prefix puts
+      // the boundary inside a later CTA and warp of the cluster (a partial share).
+      {"ties_after_prefix", {262144, 100000, 40000, 600}, 512,
+       [](int64_t r, int64_t i) { return i < 9000 * r + 17 ? -kInf : 1.0f; }},
+      // Ties in every CTA: the lower ranks take all theirs, one rank a part, the higher none (at 2.0
+      // in the long row, at 0.0 in the short one, whose 2.0s are all taken).
+      {"ties_every_cta", {262144, 50000}, 1024,
+       [](int64_t, int64_t i) { return i % 97 == 3 ? 2.0f : (i % 5 == 1 ? 0.0f : -1.0f); }},
+  };
+  for (const Piece& piece : pieces) {
+    const auto c = Case::select(CaseId("topk_v3_piece").with("piece", piece.name).with("k", piece.k));
+    if (!c) continue;
+    INFO(c->reproduce());
+    const Batch b = batch_of(piece.lens, piece.score);
+    const Diff d = compare(b, b.run(piece.k, 3, Variant::v3), piece.k, 3);
+    CHECK(d.bad_rows == 0);
+    CHECK(d.out_of_range == 0);
+  }
+}
+
+TEST_CASE("top-k v3 at every cluster size it dispatches (1 .. 16 CTAs, resident and re-read slices)") {
+  // The cluster size follows the longest row: 16384 -> 1, 16385 -> 2, 49153 -> 4, 262144 -> 16
+  // (8 where 16 is not schedulable: then 262145 re-reads its slices), 600000 re-reads them.
+  for (int64_t longest : {16384, 16385, 49153, 131072, 262144, 262145, 600000})
+    for (Scores kind : {Scores::random, Scores::plateaus}) {
+      const std::vector<int64_t> lens{longest, longest / 2 + 3, 0, 700, longest - 1};
+      const auto c = Case::select(CaseId("topk_v3_cluster").with("lengths", lens).with("scores", scores_name(kind)));
+      if (!c) continue;
+      INFO(c->reproduce());
+      std::mt19937_64 gen = c->rng();
+      const Batch b(lens, kind, gen);
+      const Diff d = compare(b, b.run(512, 0, Variant::v3), 512, 0);
+      CHECK(d.bad_rows == 0);
+      CHECK(d.out_of_range == 0);
+    }
+}
+
 TEST_CASE("the oracle-typed topk_indices wrapper equals the oracle") {
   const auto c = Case::select(CaseId("topk_wrapper").with("rows", 33).with("n", 300));
   if (!c) return;
@@ -210,7 +276,7 @@ TEST_CASE("the oracle-typed topk_indices wrapper equals the oracle") {
   for (ref::Index i = 0; i < scores.rows(); ++i)
     for (ref::Index j = 0; j < scores.cols(); ++j)
       scores(i, j) = j < (i * 9) ? std::round(n(gen) * 2) / 2 : -std::numeric_limits<double>::infinity();  // causal-like
-  for (Variant v : {Variant::v1, Variant::v2}) CHECK(cuda::topk_indices(scores, 64, 128, v) == ref::topk_indices(scores, 64, 128));
+  for (Variant v : {Variant::v1, Variant::v2, Variant::v3}) CHECK(cuda::topk_indices(scores, 64, 128, v) == ref::topk_indices(scores, 64, 128));
 }
 
 TEST_CASE("attention key lists: the project's convention is the oracle's, the compact one drops -1 and pads to 128") {
@@ -257,8 +323,8 @@ TEST_CASE("sanitizer sweep: one small call of every top-k kernel and version") {
   if (!c) return;
   INFO(c->reproduce());
   std::mt19937_64 gen = c->rng();
-  for (Variant v : {Variant::v1, Variant::v2}) {
-    const Batch small(std::vector<int64_t>{0, 3, 700, 40000}, Scores::specials, gen);  // 40000: a 2-CTA cluster
+  for (Variant v : {Variant::v1, Variant::v2, Variant::v3}) {
+    const Batch small(std::vector<int64_t>{0, 3, 700, 40000}, Scores::specials, gen);  // 40000: a 2- (v2) or 3-CTA (v3) cluster
     const Diff d = compare(small, small.run(64, 7, v), 64, 7);
     CHECK(d.bad_rows == 0);
   }
@@ -270,6 +336,6 @@ TEST_CASE("bad arguments throw before anything is launched (top-k)") {
   CHECK_THROWS_AS(cuda::topk(1, s.get(), 16, len.get(), 16, 4097, 0, out.get(), Variant::v1), std::invalid_argument);
   CHECK_THROWS_AS(cuda::topk(1, s.get(), 8, len.get(), 16, 4, 0, out.get(), Variant::v1), std::invalid_argument);
   CHECK_THROWS_AS(cuda::topk(1, s.get(), 16, len.get(), 16, 4, 0x7ffffff8, out.get(), Variant::v2), std::invalid_argument);
-  CHECK_THROWS_AS(cuda::topk(1, s.get(), 16, len.get(), 16, 4, 0, out.get(), Variant::v3), std::invalid_argument);
+  CHECK_THROWS_AS(cuda::topk(1, s.get(), 16, len.get(), 16, 4, 0, out.get(), static_cast<Variant>(7)), std::invalid_argument);
   CHECK_THROWS_AS(cuda::attention_indices({1, 0, 1, 128}, nullptr, 0, out.get()), std::invalid_argument);  // decode at 0
 }

@@ -13,7 +13,11 @@
 //       scan, a bitonic sort of the picks;
 //   v2  a cluster of CTAs per row (1 for rows up to 32768 candidates, up to 8 beyond), each holding
 //       its slice of the row in shared memory (re-read from global when a slice is longer), the
-//       histograms merged through distributed shared memory; the same selection rule.
+//       histograms merged through distributed shared memory; the same selection rule;
+//   v3  a cluster of up to 16 CTAs per row (one per 16384 candidates), 3 radix passes of 11/11/10
+//       bits with one cluster barrier each, the ties shared out by rank from the last histograms,
+//       a register bitonic sort (topk_v3.cu). Unvalidated until its first GPU run
+//       (docs/cuda-indexer.md).
 #include <cuda_runtime.h>
 
 #include <cstdint>
