@@ -179,6 +179,11 @@ def plot_error_distribution(report, ax, layer, stage):
     ax.grid(True, alpha=0.3)
 
 
+def outside_legend(ax):
+    """The legend to the right of the axes, where it hides no line (reports have up to ~20 policies)."""
+    ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
+
+
 def caption(fig, report):
     """The input (kind, source, weights, shape) above the figure, wrapped to its width."""
     lines = textwrap.wrap(input_caption(report), int(fig.get_figwidth() * 16))
@@ -197,21 +202,21 @@ def figures(report):
     csa = [l for l in layers if report["policies"][0]["layers"][l]["end_to_end"]["topk_recall"] is not None]
     out = []
 
-    fig, axes = plt.subplots(1, max(1, len(csa)), figsize=(max(7, 6 * len(csa)), 4.5), squeeze=False)
+    fig, axes = plt.subplots(1, max(1, len(csa)), figsize=(max(9, 6 * len(csa) + 2), 4.5), squeeze=False)
     for ax, l in zip(axes[0], csa):
         plot_recall_vs_position(report, ax, l)
     if not csa:
         axes[0][0].text(0.5, 0.5, "no CSA layer: no indexer, no recall", ha="center", va="center")
         axes[0][0].set_axis_off()
     else:
-        axes[0][-1].legend(fontsize=7)
+        outside_legend(axes[0][-1])
     caption(fig, report)
     out.append(("recall_vs_position", fig))
 
-    fig, axes = plt.subplots(1, len(layers), figsize=(max(7, 6 * len(layers)), 6), squeeze=False)
+    fig, axes = plt.subplots(1, len(layers), figsize=(max(9, 6 * len(layers) + 2), 6), squeeze=False)
     for ax, l in zip(axes[0], layers):
         plot_stage_nmse(report, ax, l)
-    axes[0][-1].legend(fontsize=6, ncol=2)
+    outside_legend(axes[0][-1])
     caption(fig, report)
     out.append(("stage_nmse", fig))
 
@@ -223,10 +228,10 @@ def figures(report):
     caption(fig, report)
     out.append(("error_distribution", fig))
 
-    fig, axes = plt.subplots(1, len(layers), figsize=(max(7, 6 * len(layers)), 4.5), squeeze=False)
+    fig, axes = plt.subplots(1, len(layers), figsize=(max(9, 6 * len(layers) + 2), 4.5), squeeze=False)
     for ax, l in zip(axes[0], layers):
         plot_output_error_vs_position(report, ax, l)
-    axes[0][-1].legend(fontsize=6, ncol=2)
+    outside_legend(axes[0][-1])
     caption(fig, report)
     out.append(("output_error_vs_position", fig))
     return out
