@@ -4,33 +4,23 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 #include <random>
 #include <stdexcept>
 
 #include "reference/numerics/storage.h"
 #include "reference/primitives/linear.h"
+#include "reference/random.h"
 
 namespace dsv4::verify {
 
 namespace {
 
-// N(0, 1) by Box-Muller (the cosine branch) on mt19937_64, whose output the standard fixes: the same
-// values on every platform, unlike std::normal_distribution.
-double next_normal(std::mt19937_64& rng) {
-  const double u1 = (static_cast<double>(rng() >> 11) + 0.5) * 0x1p-53;  // (0, 1)
-  const double u2 = static_cast<double>(rng() >> 11) * 0x1p-53;          // [0, 1)
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
-}
+// Independent streams of one seed.
+uint64_t stream_seed(uint64_t seed, uint64_t stream) { return ref::splitmix64(seed ^ (stream * 0x9e3779b97f4a7c15ULL)); }
 
-// Independent streams of one seed: splitmix64's finaliser of (seed, stream).
-uint64_t stream_seed(uint64_t seed, uint64_t stream) {
-  uint64_t z = seed ^ (stream * 0x9e3779b97f4a7c15ULL);
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+// N(0, 1) draws, one Box-Muller pair per draw (its cosine): the plain model's values are those the
+// synthetic inputs drew before models existed.
+ref::NormalStream normals(uint64_t seed) { return ref::NormalStream(seed, ref::NormalStream::Pairs::cosine_only); }
 
 void require(bool ok, const std::string& option, const std::string& expected, const std::string& found) {
   if (!ok) throw std::invalid_argument(fmt::format("{}: expected {}, found {}", option, expected, found));
@@ -93,9 +83,9 @@ std::vector<int> heavy_channels(int count, int n, uint64_t seed) {
 }
 
 ref::Mat model_x(const ActivationModel& m, int64_t tokens, int dim, const std::vector<int>& heavy, uint64_t seed) {
-  std::mt19937_64 rng(seed);                      // the entries' normals (the plain model's stream)
-  std::mt19937_64 chi2(stream_seed(seed, 1));     // Student-t denominators
-  std::mt19937_64 signs(stream_seed(seed, 2));    // the heavy channels' signs
+  ref::NormalStream z_draws = normals(seed);                  // the entries (the plain model's stream)
+  ref::NormalStream chi2_draws = normals(stream_seed(seed, 1));  // Student-t denominators
+  std::mt19937_64 signs(stream_seed(seed, 2));                // the heavy channels' signs
   std::vector<double> offset(static_cast<size_t>(dim), 0.0);
   for (int c : heavy) offset[static_cast<size_t>(c)] = (signs() >> 63 ? -1.0 : 1.0) * m.x_heavy_scale;
   // Student-t(nu) = z / sqrt(chi2_nu / nu) has variance nu / (nu - 2): scaled back to 1.
@@ -104,11 +94,11 @@ ref::Mat model_x(const ActivationModel& m, int64_t tokens, int dim, const std::v
   ref::Mat x(tokens, dim);
   for (ref::Index t = 0; t < tokens; ++t)
     for (ref::Index c = 0; c < dim; ++c) {
-      double z = next_normal(rng);
+      double z = z_draws();
       if (m.x_tail_dof > 0) {
         double sum = 0.0;
         for (int k = 0; k < m.x_tail_dof; ++k) {
-          const double n = next_normal(chi2);
+          const double n = chi2_draws();
           sum += n * n;
         }
         z *= t_scale / std::sqrt(sum / m.x_tail_dof);

@@ -113,7 +113,8 @@ struct SeededReport {
   std::vector<PolicyOverSeeds> policies;
   std::string command;
 
-  size_t seed_count() const { return input.seeds.size(); }
+  // The runs every figure is over: the seeds, or 1 for a capture (which has no seed).
+  size_t seed_count() const { return input.seeds.empty() ? 1 : input.seeds.size(); }
 };
 
 // per_seed[i]: the figures of every policy, in report order, for seed input.seeds[i] (a capture:

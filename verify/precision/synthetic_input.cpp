@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "reference/numerics/storage.h"
+#include "reference/random.h"
 #include "reference/weights.h"
 #include "verify/capture/tensor_convert.h"
 
@@ -17,13 +18,8 @@ void require(bool ok, const std::string& option, const std::string& expected, co
   if (!ok) throw std::invalid_argument(fmt::format("{}: expected {}, found {}", option, expected, found));
 }
 
-// splitmix64's finaliser: independent seeds for (seed, layer, stream).
-uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+// Independent seeds for (seed, layer, stream).
+uint64_t mix(uint64_t z) { return ref::splitmix64(z); }
 
 std::vector<int64_t> call_lengths(const SyntheticInputOptions& o) {
   std::vector<int64_t> lengths;

@@ -94,11 +94,13 @@ TEST_CASE("precision-report FILE: a capture's producer string and the weights' o
   const fs::path capture = dir.path() / "c.h5";
   write_capture(capture.string(), c);
 
-  const fs::path j = dir.path() / "r.json";
-  Run r = run({capture.string(), "--policies", "official", "--json", j.string()});
+  const fs::path j = dir.path() / "r.json", md = dir.path() / "r.md";
+  Run r = run({capture.string(), "--policies", "official", "--json", j.string(), "--markdown", md.string()});
   INFO(r.err);
   REQUIRE(r.status == 0);
+  CHECK(read_text(md).find("One input: figures without intervals") != std::string::npos);
   json report = read_json(j);
+  CHECK(report["input"]["seeds"].empty());
   CHECK(report["input"]["kind"] == "capture");
   CHECK(report["input"]["file"] == capture.string());
   CHECK(report["input"]["producer"] == "a serving engine's capture hook");
