@@ -1,7 +1,9 @@
 """Helpers shared by the precision notebooks (not a notebook itself): find the repository and dsv4-verify, run
-`dsv4-verify precision-report`, and print its figures as text tables."""
+`dsv4-verify precision-report`, print its figures as text tables, and check the properties the notebooks'
+text claims, so that a wrong report fails the notebook (and ctest, which runs the sources)."""
 import glob
 import json
+import math
 import os
 import subprocess
 import sys
@@ -10,6 +12,17 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+# The stages computed before the indexer's top-k selection: an fp32 policy's error there is rounding alone.
+# After the selection a near-tie flipped by any rounding swaps an entry, which the output errors show.
+BEFORE_TOPK = ("q_latent", "q", "kv", "compressor/entries", "indexer/q", "indexer/weights",
+               "indexer/compressor/entries", "indexer/scores")
+# The fp32 policy's bound there: every value is the fp64 result rounded once to fp32 (relative error at
+# most 2^-24, about 6e-8); a stage compounds a few dozen such roundings, and the indexer's scores also the
+# cancellation of 128-d dot products and 64-head sums, so its RMS relative error stays below 1e-4: NMSE
+# below 1e-8. The committed reports show 1.2e-10 at most; bf16 storage (2^-8) is 1e-5 and more, so the
+# bound separates the two (check_fp32_within_bound asserts both).
+FP32_NMSE_BOUND = 1e-8
 
 
 def find_verify():
@@ -45,11 +58,42 @@ def number(v):
     return float(v) if isinstance(v, str) else v
 
 
+def mean(figure):
+    """The mean over seeds of a figure {"mean", "low", "high", "values"}."""
+    return number(figure["mean"])
+
+
 def fmt(v):
     v = number(v)
     if v == 0:
         return "0"
     return f"{v:.3g}" if 1e-3 <= abs(v) < 1e4 else f"{v:.2e}"
+
+
+def fmt_interval(figure, digits=None):
+    """"mean [low, high]" (or the mean alone without an interval); recall with 4 decimals when digits=4."""
+    f = (lambda v: f"{number(v):.{digits}f}") if digits else fmt
+    if figure["low"] is None:
+        return f(figure["mean"])
+    return f"{f(figure['mean'])} [{f(figure['low'])}, {f(figure['high'])}]"
+
+
+def policy(report, name):
+    for p in report["policies"]:
+        if p["name"] == name:
+            return p
+    raise KeyError(f"policy {name} is not in the report ({[p['name'] for p in report['policies']]})")
+
+
+def stage(report, name, stage_name, layer=0):
+    for s in policy(report, name)["layers"][layer]["stages"]:
+        if s["stage"] == stage_name:
+            return s
+    raise KeyError(f"stage {stage_name} is not in layer {layer} of {name}")
+
+
+def recall(report, name, layer=0):
+    return policy(report, name)["layers"][layer]["end_to_end"]["topk_recall"]
 
 
 def describe_input(report):
@@ -58,30 +102,132 @@ def describe_input(report):
     print(f"producer: {i['producer']}")
     print(f"shape: {i['description']}")
     print(f"weights: {i['weights']} ({i['weights_reason']})")
+    seeds = i.get("seeds") or []
+    print(f"seeds: {', '.join(map(str, seeds))}" + ("  (mean [95% interval] over seeds)" if len(seeds) > 1 else ""))
 
 
 def end_to_end_table(report):
-    """Per layer and policy: top-k recall (all rows, rows with a choice, worst), attention-output and
-    layer-output NMSE."""
-    head = f"{'policy':<25} {'recall':>8} {'choice':>8} {'worst':>7} {'attn NMSE':>10} {'out NMSE':>10}"
+    """Per layer and policy: top-k recall (rows with a choice, all rows, worst row), attention-output and
+    layer-output NMSE, each the mean over seeds with its 95% interval."""
     for l, layer in enumerate(report["policies"][0]["layers"]):
         print(f"\nlayer {layer['layer']} (ratio {layer['compress_ratio']})")
-        print(head)
+        print(f"{'policy':<34} {'recall (choice)':>26} {'recall (all)':>26} {'worst':>7} {'attn NMSE':>30} "
+              f"{'out NMSE':>30}")
         for p in report["policies"]:
             e = p["layers"][l]["end_to_end"]
             r = e["topk_recall"]
-            recall = (fmt(r["mean"]), fmt(r["mean_with_choice"]) if r["rows_with_choice"] else "-", fmt(r["worst"])) \
-                if r and r["rows"] else ("-", "-", "-")
-            print(f"{p['name']:<25} {recall[0]:>8} {recall[1]:>8} {recall[2]:>7} "
-                  f"{fmt(e['attention_output']['nmse']):>10} {fmt(e['layer_output']['nmse']):>10}")
+            cells = ("-", "-", "-")
+            if r and r["rows"]:
+                choice = fmt_interval(r["mean_with_choice"], 4) if r["rows_with_choice"] else "-"
+                worst = f"{number(r['worst_row']['recall']):.4f}" if r["worst_row"] else "-"
+                cells = (choice, fmt_interval(r["mean"], 4), worst)
+            print(f"{p['name']:<34} {cells[0]:>26} {cells[1]:>26} {cells[2]:>7} "
+                  f"{fmt_interval(e['attention_output']['nmse']):>30} {fmt_interval(e['layer_output']['nmse']):>30}")
 
 
 def stage_table(report, layer, key="nmse", policies=None):
-    """Stages x policies of one figure ("nmse", "cos_diff" or "max_rel")."""
+    """Stages x policies of one figure ("nmse", "cos_diff" or "max_rel"), means over seeds."""
     names = [p["name"] for p in report["policies"] if policies is None or p["name"] in policies]
-    print(f"{key} per stage, layer {report['policies'][0]['layers'][layer]['layer']}")
+    print(f"{key} per stage, layer {report['policies'][0]['layers'][layer]['layer']} (mean over seeds)")
     print(f"{'stage':<27}" + "".join(f"{n[:12]:>13}" for n in names))
     stages = [s["stage"] for s in report["policies"][0]["layers"][layer]["stages"]]
-    for i, stage in enumerate(stages):
-        row = [fmt(p["layers"][layer]["stages"][i][key]) for p in report["policies"] if p["name"] in names]
-        print(f"{stage:<27}" + "".join(f"{v:>13}" for v in row))
+    for i, st in enumerate(stages):
+        row = [fmt(mean(p["layers"][layer]["stages"][i][key])) for p in report["policies"] if p["name"] in names]
+        print(f"{st:<27}" + "".join(f"{v:>13}" for v in row))
+
+
+# --- checks: each raises AssertionError naming what the report got wrong -----------------------------------
+
+
+def figure_values(figure):
+    return [number(figure["mean"])] + [number(v) for v in figure["values"]]
+
+
+def check_report(report, policies=None):
+    """What every report must satisfy: format 2; the policies named (in order) when given; every recall
+    figure (per seed, mean, per bucket, pooled) within [0, 1], rows with a choice at most the rows; every
+    NMSE and cos-diff >= 0; per-seed values as many as the seeds."""
+    assert report["format"] == "dsv4-precision-report" and report["format_version"] == 2, report["format_version"]
+    names = [p["name"] for p in report["policies"]]
+    if policies is not None:
+        assert names == list(policies), f"policies {names}, expected {list(policies)}"
+    seeds = max(1, len(report["input"].get("seeds") or []))
+    for p in report["policies"]:
+        for layer in p["layers"]:
+            for s in layer["stages"]:
+                for key in ("nmse", "cos_diff"):
+                    assert len(s[key]["values"]) == seeds, (p["name"], s["stage"], key)
+                    assert all(v >= 0 for v in figure_values(s[key])), (p["name"], s["stage"], key)
+            r = layer["end_to_end"]["topk_recall"]
+            if r is None:
+                continue
+            assert 0 <= r["rows_with_choice"] <= r["rows"], (p["name"], r["rows_with_choice"], r["rows"])
+            figures = [r["mean"], r["mean_with_choice"], r["worst"], r["pooled_with_choice"]]
+            for b in r["by_position"]:
+                assert b["rows_with_choice"] <= b["rows"], (p["name"], b)
+                figures += [b["mean"], b["mean_with_choice"], b["worst"]]
+            for f in figures:
+                assert all(0 <= v <= 1 for v in figure_values(f)), (p["name"], f)
+            assert sum(r["histogram"]) == r["rows_with_choice"], (p["name"], "recall histogram")
+
+
+def choice_buckets(report, name, layer=0):
+    """The "mean" figure of each position bucket where the indexer chooses, in order of position."""
+    return [b["mean"] for b in recall(report, name, layer)["by_position"] if b["rows_with_choice"] > 0]
+
+
+def check_recall_falls(report, names, layer=0):
+    """The text says recall falls with context. With intervals (several seeds): no bucket of positions where
+    the indexer chooses has its 95% interval wholly above an earlier bucket's (no rise the seeds support),
+    and the last bucket's interval lies wholly below the first's (a fall they do). With one seed: the last
+    bucket's mean is below the first's."""
+    for name in names:
+        buckets = choice_buckets(report, name, layer)
+        assert len(buckets) >= 2, (name, "fewer than two buckets with a choice")
+        if buckets[0]["low"] is None:
+            assert mean(buckets[-1]) < mean(buckets[0]), (name, mean(buckets[0]), mean(buckets[-1]))
+            continue
+        for i, earlier in enumerate(buckets):
+            for later in buckets[i + 1:]:
+                assert not separated(later, earlier), f"{name}: recall rises with position ({fmt_interval(earlier, 4)}" \
+                                                      f" then {fmt_interval(later, 4)})"
+        assert separated(buckets[0], buckets[-1]), (name, fmt_interval(buckets[0], 4), fmt_interval(buckets[-1], 4))
+
+
+def fp32_nmse_before_topk(report, name="fp32", layer=0):
+    """The largest NMSE (any seed) of `name` over the stages computed before the top-k selection."""
+    worst = 0.0
+    for s in policy(report, name)["layers"][layer]["stages"]:
+        if s["stage"] in BEFORE_TOPK:
+            worst = max([worst] + figure_values(s["nmse"]))
+    return worst
+
+
+def check_fp32_within_bound(report, layer=0):
+    """The fp32 policy is within its bound of exact before the top-k (FP32_NMSE_BOUND); the bound is not
+    vacuous: the bf16 policy, where present, is outside it."""
+    worst = fp32_nmse_before_topk(report, "fp32", layer)
+    assert worst < FP32_NMSE_BOUND, f"fp32 NMSE {worst:.3g} before the top-k exceeds {FP32_NMSE_BOUND}"
+    if "bf16" in [p["name"] for p in report["policies"]]:
+        assert fp32_nmse_before_topk(report, "bf16", layer) > FP32_NMSE_BOUND, "the fp32 bound admits bf16"
+
+
+def separated(better, worse, higher_is_better=True):
+    """The 95% intervals of two figures do not overlap, `better` on the better side."""
+    if better["low"] is None or worse["low"] is None:
+        return False
+    if higher_is_better:
+        return number(better["low"]) > number(worse["high"])
+    return number(better["high"]) < number(worse["low"])
+
+
+def check_ranked(report, order, figure="recall", layer=0):
+    """The text ranks the policies of `order` best first on `figure` ("recall": rows with a choice, higher
+    is better; "out": layer-output NMSE, lower is better): each neighbour pair's 95% intervals separate."""
+    def get(name):
+        if figure == "recall":
+            return recall(report, name, layer)["mean_with_choice"]
+        return policy(report, name)["layers"][layer]["end_to_end"]["layer_output"]["nmse"]
+
+    for a, b in zip(order, order[1:]):
+        assert separated(get(a), get(b), figure == "recall"), f"{figure}: {a} and {b} do not separate"

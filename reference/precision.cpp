@@ -2,7 +2,9 @@
 // accuracy report compares.
 #include "reference/precision.h"
 
+#include <algorithm>
 #include <stdexcept>
+#include <string_view>
 
 namespace dsv4::ref {
 
@@ -17,6 +19,11 @@ std::string linear_kind_name(LinearKind k) {
 }
 
 std::string format_name(const std::optional<BlockFormat>& f) { return f ? f->name() : "none"; }
+
+// The indexer q/k format, marked when only the compressed keys are quantized.
+std::string indexer_qk_name(const PrecisionPolicy& p) {
+  return format_name(p.indexer_qk) + (p.indexer_qk && !p.indexer_q_quant ? "(keys-only)" : "");
+}
 
 std::string on_off(bool b) { return b ? "on" : "off"; }
 
@@ -79,6 +86,20 @@ std::vector<PrecisionPolicy> PrecisionPolicy::all_named() {
   PrecisionPolicy nvfp4_indexer = renamed(off, "nvfp4-indexer");
   nvfp4_indexer.indexer_qk = BlockFormat::nvfp4();
 
+  // One switch of official each: the probabilities before P.V, the indexer's score storage, the
+  // indexer q left unquantized (FP4 keys as official; FP8 keys as fp8-indexer).
+  PrecisionPolicy fp32_probs = renamed(off, "fp32-probs");
+  fp32_probs.attn_probs = Storage::fp32;
+
+  PrecisionPolicy fp32_indexer_scores = renamed(off, "fp32-indexer-scores");
+  fp32_indexer_scores.indexer_scores = Storage::fp32;
+
+  PrecisionPolicy fp8_indexer_keys_only = renamed(fp8_indexer, "fp8-indexer-keys-only");
+  fp8_indexer_keys_only.indexer_q_quant = false;
+
+  PrecisionPolicy fp4_indexer_keys_only = renamed(off, "fp4-indexer-keys-only");
+  fp4_indexer_keys_only.indexer_q_quant = false;
+
   return {exact(),
           off,
           fp8_indexer,
@@ -88,24 +109,62 @@ std::vector<PrecisionPolicy> PrecisionPolicy::all_named() {
           uniform("bf16", Storage::bf16),
           uniform("fp32", Storage::fp32),
           mxfp4_indexer,
-          nvfp4_indexer};
+          nvfp4_indexer,
+          fp32_probs,
+          fp32_indexer_scores,
+          fp8_indexer_keys_only,
+          fp4_indexer_keys_only};
 }
 
 PrecisionPolicy PrecisionPolicy::by_name(const std::string& name) {
+  static constexpr std::string_view kNoHadamard = "-no-hadamard";
+  const std::vector<PrecisionPolicy> named = all_named();
   std::string known;
-  for (const PrecisionPolicy& p : all_named()) {
+  for (const PrecisionPolicy& p : named) {
     if (p.name == name) return p;
     known += (known.empty() ? "" : ", ") + p.name;
   }
-  throw std::invalid_argument("unknown precision policy '" + name + "': known policies are " + known);
+  const std::string unknown = "unknown precision policy '" + name + "': known policies are " + known +
+                              ", and <name>" + std::string(kNoHadamard) +
+                              " for a named policy that quantizes the indexer q/k with the rotation on";
+  if (!name.ends_with(kNoHadamard)) throw std::invalid_argument(unknown);
+  const std::string base_name = name.substr(0, name.size() - kNoHadamard.size());
+  const auto base = std::find_if(named.begin(), named.end(), [&](const PrecisionPolicy& p) { return p.name == base_name; });
+  if (base == named.end() || !base->indexer_qk || !base->indexer_hadamard) throw std::invalid_argument(unknown);
+  PrecisionPolicy variant = renamed(*base, name);
+  variant.indexer_hadamard = false;
+  for (const PrecisionPolicy& p : named)
+    if (p.differences_from(variant) == "none")
+      throw std::invalid_argument("precision policy '" + name + "' is the named policy '" + p.name + "': use that name");
+  return variant;
+}
+
+std::vector<std::pair<std::string, std::string>> PrecisionPolicy::switches() const {
+  return {{"activations", to_string(activations)},
+          {"fp32_tensors", to_string(fp32_tensors)},
+          {"fp8_linears", linear_kind_name(fp8_linears)},
+          {"kv_nope", format_name(kv_nope)},
+          {"indexer_qk", indexer_qk_name(*this)},
+          {"indexer_hadamard", on_off(indexer_hadamard)},
+          {"indexer_scores", to_string(indexer_scores)},
+          {"attn_probs", to_string(attn_probs)},
+          {"attn_online_blocks", on_off(attn_online_blocks)}};
 }
 
 std::string PrecisionPolicy::describe() const {
-  return name + ": activations=" + to_string(activations) + " fp32_tensors=" + to_string(fp32_tensors) +
-         " fp8_linears=" + linear_kind_name(fp8_linears) + " kv_nope=" + format_name(kv_nope) +
-         " indexer_qk=" + format_name(indexer_qk) + " indexer_hadamard=" + on_off(indexer_hadamard) +
-         " indexer_scores=" + to_string(indexer_scores) + " attn_probs=" + to_string(attn_probs) +
-         " attn_online_blocks=" + on_off(attn_online_blocks);
+  std::string text = name + ":";
+  for (const auto& [key, value] : switches()) text += " " + key + "=" + value;
+  return text;
+}
+
+std::string PrecisionPolicy::differences_from(const PrecisionPolicy& base) const {
+  const auto mine = switches(), theirs = base.switches();
+  std::string text;
+  for (size_t i = 0; i < mine.size(); ++i)
+    if (mine[i].second != theirs[i].second)
+      text += (text.empty() ? "" : ", ") + mine[i].first + "=" + mine[i].second + " (" + base.name + ": " +
+              theirs[i].second + ")";
+  return text.empty() ? "none" : text;
 }
 
 }  // namespace dsv4::ref

@@ -2,9 +2,10 @@
 // Precision policy: a value with one switch per place where DeepSeek's code rounds, so that a
 // stage never forks on a mode name. `exact` is the mathematics (fp64, no quantization);
 // `official` reproduces DeepSeek's inference code; the other named policies are the alternatives
-// the accuracy report compares (precision-report, issue 4).
+// the accuracy report compares (dsv4-verify precision-report, docs/precision.md).
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "reference/numerics/block_quant.h"
@@ -27,6 +28,8 @@ struct PrecisionPolicy {
   LinearKind fp8_linears = LinearKind::fp8_block128;
   std::optional<BlockFormat> kv_nope;     // fake-quant of the 448 nope dims of window/compressed kv
   std::optional<BlockFormat> indexer_qk;  // fake-quant of indexer q and indexer compressed k
+  bool indexer_q_quant = true;            // indexer_qk applies to the indexer q too (off: to the
+                                          // compressed keys only; q stays in the activation storage)
   bool indexer_hadamard = true;           // rotate indexer q and k before quantizing them
   Storage indexer_scores = Storage::bf16; // q.k, relu, *w and the head sum of the indexer
   Storage attn_probs = Storage::bf16;     // probabilities before P.V in sparse attention
@@ -36,12 +39,21 @@ struct PrecisionPolicy {
   static PrecisionPolicy exact();
   static PrecisionPolicy official();
   // Every named policy (exact, official, fp8-indexer, fp8-indexer-no-hadamard,
-  // fp4-indexer-no-hadamard, no-kv-quant, bf16, fp32, mxfp4-indexer, nvfp4-indexer).
+  // fp4-indexer-no-hadamard, no-kv-quant, bf16, fp32, mxfp4-indexer, nvfp4-indexer, and the policies
+  // that change one switch of official: fp32-probs, fp32-indexer-scores, fp8-indexer-keys-only,
+  // fp4-indexer-keys-only). New policies go at the end: the existing ones keep their order.
   static std::vector<PrecisionPolicy> all_named();
-  // By name; throws std::invalid_argument listing the known names otherwise.
+  // By name: a named policy, or "<named>-no-hadamard", the named policy with the indexer's Hadamard
+  // rotation off (only for a policy that quantizes the indexer q/k and whose variant is not itself
+  // named). Throws std::invalid_argument listing the known names otherwise.
   static PrecisionPolicy by_name(const std::string& name);
 
   std::string describe() const;  // one line with every switch, for reports
+  // (switch, value) for every switch, in describe()'s order.
+  std::vector<std::pair<std::string, std::string>> switches() const;
+  // The switches whose values differ from `base`'s, as "switch=value (base: value)" joined by ", ";
+  // "none" when every switch is the same. The report's "what differs from official" line.
+  std::string differences_from(const PrecisionPolicy& base) const;
 };
 
 }  // namespace dsv4::ref

@@ -2,11 +2,14 @@
 """Plots of a precision report (dsv4-verify precision-report --json): PNG and SVG.
 
     plot_precision_report.py REPORT.json --out DIR     writes DIR/{recall_vs_position,stage_nmse,
-                                                        error_distribution}.{png,svg}
+                                                        error_distribution,
+                                                        output_error_vs_position}.{png,svg}
     plot_precision_report.py --check                   exits 0 when matplotlib imports
 
-Every figure is drawn into a temporary folder beside DIR and then moved into DIR file by file, so a
-plot is whole or absent. The functions are also used by the notebooks in notebooks_export/.
+Every figure of a report over several seeds is the mean over seeds with its 95% interval (a band, or
+error bars); error distributions are pooled over seeds. Every figure is drawn into a temporary
+folder beside DIR and then moved into DIR file by file, so a plot is whole or absent. The functions
+are also used by the notebooks in notebooks_export/.
 """
 import argparse
 import json
@@ -22,7 +25,8 @@ import textwrap
 DISTRIBUTION_STAGES = ("indexer/scores", "attn/core", "out")
 # Line styles cycle with the colours, so that policies whose curves coincide stay distinguishable.
 LINESTYLES = ("-", "--", "-.", ":")
-FIGURES = ("recall_vs_position", "stage_nmse", "error_distribution")
+FIGURES = ("recall_vs_position", "stage_nmse", "error_distribution", "output_error_vs_position")
+FORMAT_VERSION = 2
 
 
 def number(v):
@@ -30,11 +34,30 @@ def number(v):
     return float(v) if isinstance(v, str) else v
 
 
+def mean(figure):
+    """The mean over seeds of a figure {"mean", "low", "high", "values"}."""
+    return number(figure["mean"])
+
+
+def bounds(figure):
+    """(low, high) of a figure's 95% interval, or None without one (one seed)."""
+    if figure["low"] is None or figure["high"] is None:
+        return None
+    return number(figure["low"]), number(figure["high"])
+
+
+def seed_count(report):
+    return max(1, len(report["input"].get("seeds", [])))
+
+
 def load(path):
     with open(path) as f:
         report = json.load(f)
     if report.get("format") != "dsv4-precision-report":
         raise ValueError(f"{path}: not a precision report (format {report.get('format')!r})")
+    if report.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"{path}: precision report format version {report.get('format_version')!r}, "
+                         f"this script reads version {FORMAT_VERSION}")
     return report
 
 
@@ -50,7 +73,11 @@ def layer_indices(report):
 def input_caption(report):
     i = report["input"]
     source = f"capture {i['file']}" if i["kind"] == "capture" else "synthetic inputs"
-    return f"{source}, {i['weights']} weights: {i['description']}"
+    model = i.get("activation_model")
+    if model and not model["description"].startswith("x ~ N(0, 1)"):
+        source += " (a model of activations with outliers, not a capture)"
+    spread = f"; mean over {seed_count(report)} seeds with 95% intervals" if seed_count(report) > 1 else ""
+    return f"{source}, {i['weights']} weights{spread}: {i['description']}"
 
 
 def distribution_stages(report, layer):
@@ -62,15 +89,32 @@ def style(i):
     return LINESTYLES[i % len(LINESTYLES)]
 
 
+def line_with_band(ax, xs, figures, i, label, log=False, **kwargs):
+    """The means as a line and, where the report has intervals, the 95% band around them (on a log
+    axis the band's low end stays above zero)."""
+    ys = [mean(f) for f in figures]
+    if log:
+        ys = [y if y > 0 else math.nan for y in ys]
+    (line,) = ax.plot(xs, ys, linestyle=style(i), label=label, **kwargs)
+    spans = [bounds(f) for f in figures]
+    if all(s is not None for s in spans) and spans:
+        lows = [s[0] for s in spans]
+        highs = [s[1] for s in spans]
+        if log:
+            lows = [lo if lo > 0 else y / 10 for lo, y in zip(lows, ys)]
+        ax.fill_between(xs, lows, highs, color=line.get_color(), alpha=0.15, linewidth=0)
+    return line
+
+
 def plot_recall_vs_position(report, ax, layer):
-    """Mean top-k recall against query position (bucket midpoints), one line per policy."""
+    """Mean top-k recall against query position (bucket midpoints), one line per policy, with its
+    95% band over seeds."""
     for i, p in enumerate(compared(report)):
         recall = p["layers"][layer]["end_to_end"]["topk_recall"]
         if recall is None:
             continue
         xs = [(b["first_position"] + b["last_position"]) / 2 for b in recall["by_position"]]
-        ys = [number(b["mean"]) for b in recall["by_position"]]
-        ax.plot(xs, ys, marker=".", linestyle=style(i), label=p["name"])
+        line_with_band(ax, xs, [b["mean"] for b in recall["by_position"]], i, p["name"], marker=".")
     first = report["policies"][0]["layers"][layer]
     ax.set_title(f"layer {first['layer']} (ratio {first['compress_ratio']}): top-k recall vs exact")
     ax.set_xlabel("query position (context length)")
@@ -78,13 +122,36 @@ def plot_recall_vs_position(report, ax, layer):
     ax.grid(True, alpha=0.3)
 
 
+def plot_output_error_vs_position(report, ax, layer, key="layer_nmse"):
+    """NMSE of the layer output (key "layer_nmse") or the attention output ("attention_nmse") of the
+    query rows of each position bucket, one line per policy, with its 95% band over seeds."""
+    for i, p in enumerate(compared(report)):
+        buckets = p["layers"][layer]["end_to_end"]["output_by_position"]
+        xs = [(b["first_position"] + b["last_position"]) / 2 for b in buckets]
+        line_with_band(ax, xs, [b[key] for b in buckets], i, p["name"], log=True, marker=".")
+    first = report["policies"][0]["layers"][layer]
+    what = "layer output (out)" if key == "layer_nmse" else "attention output (attn/core)"
+    ax.set_yscale("log")
+    ax.set_title(f"layer {first['layer']} (ratio {first['compress_ratio']}): {what} NMSE vs exact")
+    ax.set_xlabel("query position (context length)")
+    ax.set_ylabel("NMSE of the bucket's rows")
+    ax.grid(True, alpha=0.3)
+
+
 def plot_stage_nmse(report, ax, layer):
-    """NMSE against exact for every stage, one line per policy (log scale; zeros left out)."""
+    """NMSE against exact for every stage, one line per policy (log scale; zeros left out), with
+    95% error bars over seeds."""
     stages = [s["stage"] for s in report["policies"][0]["layers"][layer]["stages"]]
     for i, p in enumerate(compared(report)):
-        ys = [number(s["nmse"]) for s in p["layers"][layer]["stages"]]
-        ys = [y if y > 0 else math.nan for y in ys]
-        ax.plot(range(len(stages)), ys, marker="o", markersize=3, linestyle=style(i), label=p["name"])
+        figures = [s["nmse"] for s in p["layers"][layer]["stages"]]
+        ys = [mean(f) if mean(f) > 0 else math.nan for f in figures]
+        spans = [bounds(f) for f in figures]
+        yerr = None
+        if all(s is not None for s in spans):
+            yerr = [[y - max(s[0], y / 10) if y == y else 0 for y, s in zip(ys, spans)],
+                    [s[1] - y if y == y else 0 for y, s in zip(ys, spans)]]
+        ax.errorbar(range(len(stages)), ys, yerr=yerr, marker="o", markersize=3, capsize=2, linestyle=style(i),
+                    label=p["name"])
     ax.set_yscale("log")
     ax.set_xticks(range(len(stages)))
     ax.set_xticklabels(stages, rotation=60, ha="right", fontsize=7)
@@ -95,7 +162,8 @@ def plot_stage_nmse(report, ax, layer):
 
 
 def plot_error_distribution(report, ax, layer, stage):
-    """Fraction of elements per bin of log10(|policy - exact| / RMS of the exact token row)."""
+    """Fraction of elements per bin of log10(|policy - exact| / RMS of the exact token row), pooled
+    over seeds."""
     h = report["error_histogram"]
     centres = [h["low"] + (i + 0.5) * h["step"] for i in range(h["bins"])]
     for i, p in enumerate(compared(report)):
@@ -109,6 +177,11 @@ def plot_error_distribution(report, ax, layer, stage):
     ax.set_xlabel("log10(|error| / token RMS)")
     ax.set_ylabel("fraction of elements")
     ax.grid(True, alpha=0.3)
+
+
+def outside_legend(ax):
+    """The legend to the right of the axes, where it hides no line (reports have up to ~20 policies)."""
+    ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.01, 0.5))
 
 
 def caption(fig, report):
@@ -129,21 +202,21 @@ def figures(report):
     csa = [l for l in layers if report["policies"][0]["layers"][l]["end_to_end"]["topk_recall"] is not None]
     out = []
 
-    fig, axes = plt.subplots(1, max(1, len(csa)), figsize=(max(7, 6 * len(csa)), 4.5), squeeze=False)
+    fig, axes = plt.subplots(1, max(1, len(csa)), figsize=(max(9, 6 * len(csa) + 2), 4.5), squeeze=False)
     for ax, l in zip(axes[0], csa):
         plot_recall_vs_position(report, ax, l)
     if not csa:
         axes[0][0].text(0.5, 0.5, "no CSA layer: no indexer, no recall", ha="center", va="center")
         axes[0][0].set_axis_off()
     else:
-        axes[0][-1].legend(fontsize=7)
+        outside_legend(axes[0][-1])
     caption(fig, report)
     out.append(("recall_vs_position", fig))
 
-    fig, axes = plt.subplots(1, len(layers), figsize=(max(7, 6 * len(layers)), 6), squeeze=False)
+    fig, axes = plt.subplots(1, len(layers), figsize=(max(9, 6 * len(layers) + 2), 6), squeeze=False)
     for ax, l in zip(axes[0], layers):
         plot_stage_nmse(report, ax, l)
-    axes[0][-1].legend(fontsize=6, ncol=2)
+    outside_legend(axes[0][-1])
     caption(fig, report)
     out.append(("stage_nmse", fig))
 
@@ -154,6 +227,13 @@ def figures(report):
     axes[0][-1].legend(fontsize=6)
     caption(fig, report)
     out.append(("error_distribution", fig))
+
+    fig, axes = plt.subplots(1, len(layers), figsize=(max(9, 6 * len(layers) + 2), 4.5), squeeze=False)
+    for ax, l in zip(axes[0], layers):
+        plot_output_error_vs_position(report, ax, l)
+    outside_legend(axes[0][-1])
+    caption(fig, report)
+    out.append(("output_error_vs_position", fig))
     return out
 
 

@@ -42,7 +42,7 @@ Mat indexer_q(const IndexerWeights& w, const Mat& q_latent, int64_t start_pos, c
     apply_rope(q.row(i), heads, head_dim, start_pos + i, rope, /*inverse=*/false, p);
   });
   if (p.indexer_hadamard) q = hadamard_rows(q, head_dim, p);
-  if (p.indexer_qk) {
+  if (p.indexer_qk && p.indexer_q_quant) {
     // One row of IH*ID values: its blocks never cross a head (ID is a multiple of the block).
     const BlockFormat format = *p.indexer_qk;
     parallel_for(q.rows(), [&](int64_t i) {

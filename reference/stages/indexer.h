@@ -13,7 +13,8 @@ namespace dsv4::ref {
 // q = quant(hadamard(rope(wq_b(q_latent)))). q_latent [s, q_lora_rank] -> [s, IH*ID]
 // RoPE on the last rope dims of each of the IH heads; Hadamard of size ID per head when
 // p.indexer_hadamard; p.indexer_qk fake-quant over each token's row of IH*ID values (ID is a multiple
-// of the block, so blocks stay inside a head; a row-amax rule such as NVFP4's sees the whole row).
+// of the block, so blocks stay inside a head; a row-amax rule such as NVFP4's sees the whole row),
+// unless p.indexer_q_quant is off (the keys alone are quantized; q stays in p.activations).
 Mat indexer_q(const IndexerWeights& w, const Mat& q_latent, int64_t start_pos, const RopeTable& rope,
               const ModelConfig& cfg, const PrecisionPolicy& p);
 

@@ -8,6 +8,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "reference/config.h"
 #include "reference/precision.h"
@@ -266,11 +267,74 @@ TEST_CASE("precision: the named alternatives differ from official exactly where 
   }
 }
 
+TEST_CASE("precision: the one-switch policies differ from official in that switch alone") {
+  const PrecisionPolicy o = PrecisionPolicy::official();
+  const std::pair<const char*, const char*> expected[] = {
+      {"fp32-probs", "attn_probs=fp32 (official: bf16)"},
+      {"fp32-indexer-scores", "indexer_scores=fp32 (official: bf16)"},
+      {"fp4-indexer-keys-only", "indexer_qk=e2m1/b32/ue8m0(keys-only) (official: e2m1/b32/ue8m0)"},
+      {"fp8-indexer-keys-only", "indexer_qk=e4m3/b128/ue8m0(keys-only) (official: e2m1/b32/ue8m0)"}};
+  for (const auto& [name, differences] : expected) {
+    CAPTURE(name);
+    const PrecisionPolicy p = PrecisionPolicy::by_name(name);
+    CHECK(p.differences_from(o) == differences);
+    CHECK(p.indexer_q_quant == (std::string(name).find("keys-only") == std::string::npos));
+  }
+  // Against its FP8 parent, the FP8 keys-only policy leaves only the query unquantized.
+  CHECK(PrecisionPolicy::by_name("fp8-indexer-keys-only").differences_from(PrecisionPolicy::by_name("fp8-indexer")) ==
+        "indexer_qk=e4m3/b128/ue8m0(keys-only) (fp8-indexer: e4m3/b128/ue8m0)");
+  CHECK(o.differences_from(o) == "none");
+  CHECK(PrecisionPolicy::by_name("no-kv-quant").differences_from(o) == "kv_nope=none (official: e4m3/b64/ue8m0)");
+}
+
+TEST_CASE("precision: adding policies leaves every earlier named policy's switches as they were") {
+  // The switches of the policies named before the one-switch policies were added, written out: a
+  // stage reads only switches, so the same switches give the same results bit for bit. Every
+  // earlier policy quantizes the indexer q with its keys (the switch added with the keys-only ones).
+  const std::pair<const char*, const char*> earlier[] = {
+      {"exact", "activations=fp64 fp32_tensors=fp64 fp8_linears=exact kv_nope=none indexer_qk=none "
+                "indexer_hadamard=on indexer_scores=fp64 attn_probs=fp64 attn_online_blocks=off"},
+      {"official", "activations=bf16 fp32_tensors=fp32 fp8_linears=fp8_block128 kv_nope=e4m3/b64/ue8m0 "
+                   "indexer_qk=e2m1/b32/ue8m0 indexer_hadamard=on indexer_scores=bf16 attn_probs=bf16 "
+                   "attn_online_blocks=on"},
+      {"fp8-indexer", "activations=bf16 fp32_tensors=fp32 fp8_linears=fp8_block128 kv_nope=e4m3/b64/ue8m0 "
+                      "indexer_qk=e4m3/b128/ue8m0 indexer_hadamard=on indexer_scores=bf16 attn_probs=bf16 "
+                      "attn_online_blocks=on"},
+      {"fp8-indexer-no-hadamard", "activations=bf16 fp32_tensors=fp32 fp8_linears=fp8_block128 "
+                                  "kv_nope=e4m3/b64/ue8m0 indexer_qk=e4m3/b128/ue8m0 indexer_hadamard=off "
+                                  "indexer_scores=bf16 attn_probs=bf16 attn_online_blocks=on"},
+      {"fp4-indexer-no-hadamard", "activations=bf16 fp32_tensors=fp32 fp8_linears=fp8_block128 "
+                                  "kv_nope=e4m3/b64/ue8m0 indexer_qk=e2m1/b32/ue8m0 indexer_hadamard=off "
+                                  "indexer_scores=bf16 attn_probs=bf16 attn_online_blocks=on"},
+      {"no-kv-quant", "activations=bf16 fp32_tensors=fp32 fp8_linears=fp8_block128 kv_nope=none "
+                      "indexer_qk=e2m1/b32/ue8m0 indexer_hadamard=on indexer_scores=bf16 attn_probs=bf16 "
+                      "attn_online_blocks=on"},
+      {"bf16", "activations=bf16 fp32_tensors=bf16 fp8_linears=exact kv_nope=none indexer_qk=none "
+               "indexer_hadamard=on indexer_scores=bf16 attn_probs=bf16 attn_online_blocks=on"},
+      {"fp32", "activations=fp32 fp32_tensors=fp32 fp8_linears=exact kv_nope=none indexer_qk=none "
+               "indexer_hadamard=on indexer_scores=fp32 attn_probs=fp32 attn_online_blocks=on"},
+      {"mxfp4-indexer", "activations=bf16 fp32_tensors=fp32 fp8_linears=fp8_block128 kv_nope=e4m3/b64/ue8m0 "
+                        "indexer_qk=e2m1/b32/e8m0-floor indexer_hadamard=on indexer_scores=bf16 attn_probs=bf16 "
+                        "attn_online_blocks=on"},
+      {"nvfp4-indexer", "activations=bf16 fp32_tensors=fp32 fp8_linears=fp8_block128 kv_nope=e4m3/b64/ue8m0 "
+                        "indexer_qk=e2m1/b16/nvfp4-e4m3 indexer_hadamard=on indexer_scores=bf16 attn_probs=bf16 "
+                        "attn_online_blocks=on"}};
+  const std::vector<PrecisionPolicy> all = PrecisionPolicy::all_named();
+  REQUIRE(all.size() >= std::size(earlier));
+  for (size_t i = 0; i < std::size(earlier); ++i) {
+    CAPTURE(earlier[i].first);
+    CHECK(all[i].name == earlier[i].first);  // the earlier policies keep their places in the list
+    CHECK(all[i].describe() == std::string(earlier[i].first) + ": " + earlier[i].second);
+    CHECK(all[i].indexer_q_quant);
+  }
+}
+
 TEST_CASE("precision: every named policy round-trips by name, unknown names throw listing them") {
   const std::vector<PrecisionPolicy> all = PrecisionPolicy::all_named();
   const std::vector<std::string> names = {"exact", "official", "fp8-indexer", "fp8-indexer-no-hadamard",
                                           "fp4-indexer-no-hadamard", "no-kv-quant", "bf16", "fp32",
-                                          "mxfp4-indexer", "nvfp4-indexer"};
+                                          "mxfp4-indexer", "nvfp4-indexer", "fp32-probs", "fp32-indexer-scores",
+                                          "fp8-indexer-keys-only", "fp4-indexer-keys-only"};
   REQUIRE(all.size() == names.size());
   std::set<std::string> descriptions;
   for (size_t i = 0; i < all.size(); ++i) {
@@ -293,4 +357,23 @@ TEST_CASE("precision: every named policy round-trips by name, unknown names thro
     CHECK(msg.find("'fp16'") != std::string::npos);
     for (const std::string& n : names) CHECK(msg.find(n) != std::string::npos);
   }
+}
+
+TEST_CASE("precision: <named>-no-hadamard is the named policy without the rotation, where it means something") {
+  const PrecisionPolicy nv = PrecisionPolicy::by_name("nvfp4-indexer-no-hadamard");
+  CHECK(nv.name == "nvfp4-indexer-no-hadamard");
+  CHECK(nv.differences_from(PrecisionPolicy::by_name("nvfp4-indexer")) == "indexer_hadamard=off (nvfp4-indexer: on)");
+  const PrecisionPolicy keys = PrecisionPolicy::by_name("fp8-indexer-keys-only-no-hadamard");
+  CHECK(!keys.indexer_hadamard);
+  CHECK(!keys.indexer_q_quant);
+  // A variant that is a named policy is refused with its name; so is a policy whose indexer q/k are
+  // not quantized (the rotation is there for the block quantization) and an unknown base.
+  CHECK_THROWS_WITH_AS(PrecisionPolicy::by_name("official-no-hadamard"), doctest::Contains("fp4-indexer-no-hadamard"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(PrecisionPolicy::by_name("fp8-indexer-no-hadamard-no-hadamard"), doctest::Contains("unknown"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(PrecisionPolicy::by_name("bf16-no-hadamard"), doctest::Contains("unknown"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(PrecisionPolicy::by_name("fp6-no-hadamard"), doctest::Contains("unknown"),
+                       std::invalid_argument);
 }

@@ -436,6 +436,45 @@ void check_real_dims(const ModelConfig& cfg) {
   CHECK(calls[1].out.topk_idxs.cols() == cfg.window_size + 1);
 }
 
+TEST_CASE("the one-switch policies change a layer only from the stage their switch reaches") {
+  const ModelConfig cfg = ModelConfig::tiny();
+  const AttentionWeights weights = AttentionWeights::random(cfg, 4, 71);
+  const Mat x = random_tokens(cfg.dim, 64, 72);  // top-8 of up to 16 entries: the indexer chooses
+  const auto run = [&](const std::string& name) {
+    const AttentionLayer layer(cfg, weights, PrecisionPolicy::by_name(name));
+    auto cache = make_ring_cache(cfg, 4, 1);
+    return run_calls(layer, x, {0, 64}, *cache, 0)[0].out;
+  };
+  const StageOutputs official = run("official"), probs = run("fp32-probs"), scores = run("fp32-indexer-scores"),
+                     fp4_keys = run("fp4-indexer-keys-only"), fp8 = run("fp8-indexer"),
+                     fp8_keys = run("fp8-indexer-keys-only");
+  for (const StageOutputs* o : {&probs, &scores, &fp4_keys, &fp8, &fp8_keys}) {
+    CHECK(bitwise_equal(o->q, official.q));
+    CHECK(bitwise_equal(o->kv, official.kv));
+    CHECK(bitwise_equal(o->compressor_entries, official.compressor_entries));
+    CHECK(bitwise_equal(o->indexer_weights, official.indexer_weights));
+  }
+  // fp32-probs: the same selection, other probabilities.
+  CHECK(bitwise_equal(probs.indexer_q, official.indexer_q));
+  CHECK(bitwise_equal(probs.indexer_scores, official.indexer_scores));
+  CHECK(bitwise_equal(probs.topk_idxs, official.topk_idxs));
+  CHECK(!bitwise_equal(probs.attn_core, official.attn_core));
+  // fp32-indexer-scores: the same q and keys, other scores.
+  CHECK(bitwise_equal(scores.indexer_q, official.indexer_q));
+  CHECK(bitwise_equal(scores.indexer_compressor_entries, official.indexer_compressor_entries));
+  CHECK(!bitwise_equal(scores.indexer_scores, official.indexer_scores));
+  // Keys only: the keys of the parent policy, a query that is not quantized (the same for both).
+  CHECK(bitwise_equal(fp4_keys.indexer_compressor_entries, official.indexer_compressor_entries));
+  CHECK(bitwise_equal(fp8_keys.indexer_compressor_entries, fp8.indexer_compressor_entries));
+  CHECK(!bitwise_equal(fp4_keys.indexer_q, official.indexer_q));
+  CHECK(bitwise_equal(fp4_keys.indexer_q, fp8_keys.indexer_q));
+  // The unquantized query keeps more than the 8 magnitudes an FP4 block of 32 can hold.
+  std::vector<double> magnitudes;
+  for (Index c = 0; c < 32; ++c) magnitudes.push_back(std::fabs(fp4_keys.indexer_q(40, c)));
+  std::sort(magnitudes.begin(), magnitudes.end());
+  CHECK(std::unique(magnitudes.begin(), magnitudes.end()) - magnitudes.begin() > 8);
+}
+
 TEST_SUITE("slow") {
   TEST_CASE("V4-Flash dims - one prefill of 5 tokens and one decode") { check_real_dims(ModelConfig::flash()); }
   TEST_CASE("V4-Pro dims - one prefill of 5 tokens and one decode") { check_real_dims(ModelConfig::pro()); }

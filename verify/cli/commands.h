@@ -59,6 +59,8 @@ struct PrecisionReportArgs {
   std::string file;               // a capture, or
   std::string synth;              // a config name: synthetic inputs at its dims
   SyntheticInputOptions synth_options;
+  int seeds = 1;                  // --synth: seeds synth_options.seed, +1, ... (weights and inputs each)
+  std::string checkpoint;         // --synth: per seed and policy figures, to resume a killed run
   std::vector<std::string> policies;
   std::string weights;            // random | real | unknown: overrides what the capture implies
   int64_t position_bucket = 0;

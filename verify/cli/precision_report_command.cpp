@@ -1,6 +1,7 @@
-// dsv4-verify precision-report FILE | --synth CONFIG: every precision policy against the exact one
-// (verify/precision/precision_report.h), as JSON, optionally Markdown and plots; exit 0, or 2 for
-// bad input (nothing written). Output paths are checked before the (possibly long) run.
+// dsv4-verify precision-report FILE | --synth CONFIG [--seeds N]: every precision policy against the
+// exact one (verify/precision/precision_report.h), over seeds with 95% intervals
+// (verify/precision/seeded_report.h), as JSON, optionally Markdown and plots; exit 0, or 2 for bad
+// input (nothing written). Output paths are checked before the (possibly long) run.
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
@@ -15,6 +16,7 @@
 #include "verify/precision/precision_report.h"
 #include "verify/precision/report_json.h"
 #include "verify/precision/report_markdown.h"
+#include "verify/precision/seeded_report.h"
 #include "verify/report/atomic_file.h"
 
 namespace dsv4::verify::cli {
@@ -44,23 +46,22 @@ void check_plot_dir(const std::string& dir) {
     throw std::invalid_argument(fmt::format("--plots {}: the folder {} does not exist", dir, parent.string()));
 }
 
-void print_summary(std::ostream& out, const PrecisionReport& r) {
+void print_summary(std::ostream& out, const SeededReport& r) {
   fmt::print(out, "precision report on {} input ({} weights): {}\n", r.input.kind, to_string(r.input.weights),
              r.input.description);
+  if (r.seed_count() > 1) fmt::print(out, "mean over {} seeds [95% interval]\n", r.seed_count());
   for (size_t l = 0; l < r.policies.front().layers.size(); ++l) {
-    const LayerResult& first = r.policies.front().layers[l];
-    fmt::print(out, "layer {} (ratio {}):\n  {:<26} {:>12} {:>12} {:>12} {:>12}\n", first.layer, first.compress_ratio,
-               "policy", "recall mean", "recall worst", "attn NMSE", "out NMSE");
-    for (const PolicyResult& p : r.policies) {
-      const LayerResult& layer = p.layers[l];
-      std::string mean = "-", worst = "-";
-      if (layer.recall && layer.recall->summary().rows > 0) {
-        mean = format_figure(layer.recall->summary().mean);
-        worst = format_figure(layer.recall->summary().worst);
-      }
-      fmt::print(out, "  {:<26} {:>12} {:>12} {:>12} {:>12}\n", p.policy.name, mean, worst,
-                 format_figure(layer.stage(kAttentionOutputStage).error.nmse()),
-                 format_figure(layer.stage(kLayerOutputStage).error.nmse()));
+    const LayerOverSeeds& first = r.policies.front().layers[l];
+    fmt::print(out, "layer {} (ratio {}):\n  {:<34} {:>28} {:>28} {:>28}\n", first.layer, first.compress_ratio,
+               "policy", "recall (rows with a choice)", "attn NMSE", "out NMSE");
+    for (const PolicyOverSeeds& p : r.policies) {
+      const LayerOverSeeds& layer = p.layers[l];
+      const std::string recall = layer.recall && layer.recall->rows_with_choice > 0
+                                     ? format_interval(layer.recall->mean_with_choice, format_recall)
+                                     : "-";
+      fmt::print(out, "  {:<34} {:>28} {:>28} {:>28}\n", p.policy.name, recall,
+                 format_interval(layer.stage(kAttentionOutputStage).nmse),
+                 format_interval(layer.stage(kLayerOutputStage).nmse));
     }
   }
 }
@@ -92,11 +93,43 @@ CLI::App* add_precision_report(CLI::App& app, PrecisionReportArgs& a) {
       ->needs(synth);
   c->add_option("--decode", o.decode, "--synth: one-token decode calls after the prefill (default 0)")->needs(synth);
   c->add_option("--batch", o.batch, "--synth: sequences (default 1)")->needs(synth);
-  c->add_option("--seed", o.seed, "--synth: seed of the weights and inputs (default 1)")->needs(synth);
+  c->add_option("--seed", o.seed, "--synth: seed of the weights and inputs (default 1); the first with --seeds")
+      ->needs(synth);
+  c->add_option("--seeds", a.seeds,
+                "--synth: run seeds SEED, SEED+1, ... (each its own weights and inputs) and report every figure as "
+                "the mean over seeds with a 95% interval (default 1: no intervals)")
+      ->check(CLI::PositiveNumber)
+      ->needs(synth);
+  c->add_option("--checkpoint", a.checkpoint,
+                "--synth: a folder for each seed's and policy's figures (seed-N/POLICY.json), written as each seed "
+                "ends; a run with the same options resumes from them")
+      ->needs(synth);
+  c->add_option("--max-seq-len", o.max_seq_len,
+                "--synth: raise the config's max_seq_len (a multiple of 128) for longer sequences (default: the "
+                "config's, 4096 for flash and pro)")
+      ->needs(synth);
+  ActivationModel& m = o.activations;
+  c->add_option("--x-heavy-channels", m.x_heavy_channels,
+                "--synth activation model: channels of x offset by +-SCALE sd for every token (massive activations; "
+                "default 0)")
+      ->needs(synth);
+  c->add_option("--x-heavy-scale", m.x_heavy_scale, "--synth activation model: that offset, in sd (default 100)")
+      ->needs(synth);
+  c->add_option("--x-tail-dof", m.x_tail_dof,
+                "--synth activation model: rows of Student-t entries with this many degrees of freedom (>= 3), "
+                "variance 1 (default 0: normal)")
+      ->needs(synth);
+  c->add_option("--qk-heavy-channels", m.qk_heavy_channels,
+                "--synth activation model: dims of every head SCALE times larger in the projected q and k, in the "
+                "attention and the indexer (default 0)")
+      ->needs(synth);
+  c->add_option("--qk-heavy-scale", m.qk_heavy_scale, "--synth activation model: that gain (default 10)")->needs(synth);
   c->add_option("--policies", a.policies,
                 "policies to compare with exact, comma-separated (default: every named policy: exact, official, "
                 "fp8-indexer, fp8-indexer-no-hadamard, fp4-indexer-no-hadamard, no-kv-quant, bf16, fp32, "
-                "mxfp4-indexer, nvfp4-indexer)")
+                "mxfp4-indexer, nvfp4-indexer, fp32-probs, fp32-indexer-scores, fp8-indexer-keys-only, "
+                "fp4-indexer-keys-only; NAME-no-hadamard turns the rotation off in a policy that quantizes the "
+                "indexer q/k)")
       ->delimiter(',');
   c->add_option("--weights", a.weights, "where the capture's weights come from, when the capture does not say")
       ->check(CLI::IsMember({"random", "real", "unknown"}))
@@ -115,8 +148,10 @@ int run_precision_report(const PrecisionReportArgs& a, Io io) {
   bool progress_shown = false;
   auto progress = [&](const PrecisionProgress& p) {
     if (!show_progress) return;
-    const std::string line =
-        fmt::format("precision-report: layer {}, call {}/{}, policy {}", p.layer, p.call + 1, p.calls, p.policy);
+    const std::string seed =
+        p.seeds > 1 ? fmt::format("seed {} ({}/{}), ", p.seed, p.seed_index + 1, p.seeds) : std::string();
+    const std::string line = fmt::format("precision-report: {}layer {}, call {}/{}, policy {}", seed, p.layer,
+                                         p.call + 1, p.calls, p.policy);
     if (io.err_is_terminal) fmt::print(io.err, "\r{}\x1b[K", line);
     else fmt::print(io.err, "{}\n", line);
     io.err.flush();
@@ -142,17 +177,20 @@ int run_precision_report(const PrecisionReportArgs& a, Io io) {
     PrecisionReportOptions options;
     options.policies = a.policies;
     options.position_bucket = a.position_bucket;
-    PrecisionReport report;
+    SeededReport report;
     if (!a.synth.empty()) {
-      SyntheticInputOptions so = a.synth_options;
-      so.config = a.synth;
-      const Capture capture = synthetic_input(so);
-      report = verify::run_precision_report(capture, synthetic_input_info(so), options, progress);
+      SeededReportOptions so;
+      so.input = a.synth_options;
+      so.input.config = a.synth;
+      so.seeds = a.seeds;
+      so.report = options;
+      if (!a.checkpoint.empty()) so.checkpoint = a.checkpoint;
+      report = run_seeded_report(so, progress);
     } else {
       const Capture capture = read_capture(a.file);
       InputInfo info = capture_input_info(capture);
       if (!a.weights.empty()) info = with_stated_weights(info, weights_origin_from_string(a.weights));
-      report = verify::run_precision_report(capture, info, options, progress);
+      report = single_report(verify::run_precision_report(capture, info, options, progress));
     }
     report.command = a.command_line;
     end_progress();

@@ -2,10 +2,14 @@
 // What a precision report ran on, stated in every report: synthetic inputs made in-process or a
 // capture file (with its producer string), and where the weights came from. Random weights do not
 // attend like a trained model, so the report must say which kind of weights its numbers are for.
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "reference/config.h"
 #include "verify/capture/capture.h"
+#include "verify/precision/activation_model.h"
 
 namespace dsv4::verify {
 
@@ -18,7 +22,9 @@ struct InputInfo {
   std::string file;         // the capture file; empty for synthetic inputs
   std::string producer;     // the capture's producer attribute, or what made the synthetic inputs
   std::string model;        // the capture's model attribute (free text)
-  std::string description;  // one line: dims, layers, calls, batch, seed
+  std::string description;  // one line: dims, layers, calls, batch, seeds, activation model
+  std::vector<uint64_t> seeds;  // synthetic: the seeds of weights and inputs, one run each; capture: empty
+  std::optional<ActivationModel> activation_model;  // synthetic only: how x and the q/k dims were drawn
   WeightsOrigin weights = WeightsOrigin::unknown;
   std::string weights_reason;  // why the report believes `weights`
   ref::ModelConfig config;

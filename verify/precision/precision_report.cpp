@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <set>
 #include <stdexcept>
 
@@ -44,10 +45,27 @@ LayerResult empty_result(int layer, int ratio, const ref::PrecisionPolicy& p, co
   return r;
 }
 
+// The end-to-end errors of one call of one sequence, split by query-position bucket. exact, got
+// [s, cols], row i the query at position start_pos + i.
+void add_by_position(std::map<int64_t, OutputErrorBucket>& buckets, int64_t width, int64_t start_pos,
+                     const ref::Mat& exact_attention, const ref::Mat& got_attention, const ref::Mat& exact_out,
+                     const ref::Mat& got_out) {
+  for (ref::Index row = 0; row < exact_out.rows();) {
+    const int64_t key = (start_pos + row) / width;
+    const ref::Index rows = std::min<ref::Index>(exact_out.rows() - row, (key + 1) * width - (start_pos + row));
+    OutputErrorBucket& b = buckets[key];
+    b.first_position = key * width;
+    b.last_position = (key + 1) * width - 1;
+    b.attention.add(exact_attention.middleRows(row, rows), got_attention.middleRows(row, rows));
+    b.layer.add(exact_out.middleRows(row, rows), got_out.middleRows(row, rows));
+    row += rows;
+  }
+}
+
 // One call of every sequence of one policy against the exact policy's.
 void accumulate(LayerResult& r, const std::vector<ref::StageOutputs>& exact, const std::vector<ref::StageOutputs>& got,
                 const ref::PrecisionPolicy& p, const ref::PrecisionPolicy& exact_policy, int index_head_dim,
-                const CallCapture& call) {
+                const CallCapture& call, int64_t bucket_width) {
   for (size_t b = 0; b < exact.size(); ++b) {
     size_t k = 0;
     for (const ref::StageDef& s : ref::stages()) {
@@ -62,7 +80,22 @@ void accumulate(LayerResult& r, const std::vector<ref::StageOutputs>& exact, con
     if (r.recall)
       r.recall->add(exact[b].indexer_topk, got[b].indexer_topk, exact[b].indexer_scores, call.index,
                     static_cast<int>(b), call.start_pos);
+    add_by_position(r.output_by_position, bucket_width, call.start_pos, exact[b].attn_core, got[b].attn_core,
+                    exact[b].out, got[b].out);
   }
+}
+
+// Wall and process CPU time of `run`, added to `time`.
+template <class Run>
+auto timed(OracleTime& time, Run run) {
+  timespec cpu0{}, cpu1{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu0);
+  const auto wall0 = std::chrono::steady_clock::now();
+  auto result = run();
+  time.wall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu1);
+  time.cpu_seconds += static_cast<double>(cpu1.tv_sec - cpu0.tv_sec) + 1e-9 * static_cast<double>(cpu1.tv_nsec - cpu0.tv_nsec);
+  return result;
 }
 
 int64_t longest_sequence(const Capture& c) {
@@ -79,6 +112,12 @@ const StageError& LayerResult::stage(const std::string& name) const {
     if (s.stage == name) return s;
   throw std::out_of_range("layer " + std::to_string(layer) + " (ratio " + std::to_string(compress_ratio) +
                           ") has no stage " + name + " in the precision report");
+}
+
+int64_t position_bucket_for(int64_t longest_sequence, int64_t asked) {
+  if (asked < 0)
+    throw std::invalid_argument("position bucket: expected >= 1 (or 0 for automatic), found " + std::to_string(asked));
+  return asked > 0 ? asked : std::max<int64_t>(1, (longest_sequence + 15) / 16);
 }
 
 std::vector<ref::PrecisionPolicy> resolve_policies(const std::vector<std::string>& names) {
@@ -98,18 +137,14 @@ PrecisionReport run_precision_report(const Capture& capture, const InputInfo& in
                                      const std::function<void(const PrecisionProgress&)>& progress) {
   const std::vector<ref::PrecisionPolicy> policies = resolve_policies(options.policies);
   if (capture.layers.empty()) throw std::invalid_argument("the capture has no layers");
-  if (options.position_bucket < 0)
-    throw std::invalid_argument("position bucket: expected >= 1 (or 0 for automatic), found " +
-                                std::to_string(options.position_bucket));
   const ref::PrecisionPolicy exact = ref::PrecisionPolicy::exact();
   const ref::ModelConfig& cfg = capture.config;
 
   PrecisionReport report;
   report.input = input;
   report.reference = exact.name;
-  report.position_bucket =
-      options.position_bucket > 0 ? options.position_bucket : std::max<int64_t>(1, (longest_sequence(capture) + 15) / 16);
-  for (const ref::PrecisionPolicy& p : policies) report.policies.push_back({p, {}, 0.0});
+  report.position_bucket = position_bucket_for(longest_sequence(capture), options.position_bucket);
+  for (const ref::PrecisionPolicy& p : policies) report.policies.push_back({p, {}, {}});
 
   for (const auto& [index, layer] : capture.layers) {
     const int ratio = layer.compress_ratio;
@@ -126,16 +161,16 @@ PrecisionReport run_precision_report(const Capture& capture, const InputInfo& in
     for (const CallCapture& call : layer.calls) {
       const std::vector<ref::Mat> xs = to_mats(call.stage("x"));
       if (progress) progress({index, call.index, calls, exact.name + " (reference)"});
-      const std::vector<ref::StageOutputs> want = exact_layer.forward_batch(xs, call.start_pos, *exact_cache);
+      const std::vector<ref::StageOutputs> want =
+          timed(report.reference_time, [&] { return exact_layer.forward_batch(xs, call.start_pos, *exact_cache); });
       for (size_t i = 0; i < policies.size(); ++i) {
         PolicyResult& pr = report.policies[i];
         if (progress) progress({index, call.index, calls, pr.policy.name});
         // One policy's layer at a time: a Flash layer's weights are about 1 GB in double.
         const ref::AttentionLayer attention(cfg, layer.weights, pr.policy);
-        const auto start = std::chrono::steady_clock::now();
-        const std::vector<ref::StageOutputs> got = attention.forward_batch(xs, call.start_pos, *caches[i]);
-        pr.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        accumulate(pr.layers.back(), want, got, pr.policy, exact, cfg.index_head_dim, call);
+        const std::vector<ref::StageOutputs> got =
+            timed(pr.time, [&] { return attention.forward_batch(xs, call.start_pos, *caches[i]); });
+        accumulate(pr.layers.back(), want, got, pr.policy, exact, cfg.index_head_dim, call, report.position_bucket);
       }
     }
   }

@@ -3,12 +3,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <cmath>
-#include <numbers>
-#include <random>
 #include <stdexcept>
 
 #include "reference/numerics/storage.h"
+#include "reference/random.h"
 #include "reference/weights.h"
 #include "verify/capture/tensor_convert.h"
 
@@ -20,27 +18,8 @@ void require(bool ok, const std::string& option, const std::string& expected, co
   if (!ok) throw std::invalid_argument(fmt::format("{}: expected {}, found {}", option, expected, found));
 }
 
-// splitmix64's finaliser: independent seeds for (seed, layer, stream).
-uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-// N(0, 1) by Box-Muller on mt19937_64 (whose output the standard fixes), rounded to bf16: the
-// attention input DeepSeek's code holds in bf16. -> [tokens, dim]
-ref::Mat normal_bf16(int64_t tokens, int dim, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  ref::Mat x(tokens, dim);
-  for (ref::Index i = 0; i < x.size(); ++i) {
-    const double u1 = (static_cast<double>(rng() >> 11) + 0.5) * 0x1p-53;  // (0, 1)
-    const double u2 = static_cast<double>(rng() >> 11) * 0x1p-53;          // [0, 1)
-    x.data()[i] = ref::round_to(ref::Storage::bf16,
-                                std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
-  }
-  return x;
-}
+// Independent seeds for (seed, layer, stream).
+uint64_t mix(uint64_t z) { return ref::splitmix64(z); }
 
 std::vector<int64_t> call_lengths(const SyntheticInputOptions& o) {
   std::vector<int64_t> lengths;
@@ -57,10 +36,14 @@ ref::ModelConfig checked_config(const SyntheticInputOptions& o) {
   require(o.prefill >= 1, "--prefill", "at least 1 token", std::to_string(o.prefill));
   require(o.chunk >= 0, "--chunk", "a token count >= 0 (0: one call)", std::to_string(o.chunk));
   require(o.decode >= 0, "--decode", "a count >= 0", std::to_string(o.decode));
+  require(o.max_seq_len == 0 || (o.max_seq_len > 0 && o.max_seq_len % 128 == 0), "--max-seq-len",
+          "a positive multiple of 128 (0: the config's)", std::to_string(o.max_seq_len));
+  if (o.max_seq_len > 0) cfg.max_seq_len = static_cast<int>(o.max_seq_len);
   require(o.prefill + o.decode <= cfg.max_seq_len, "--prefill + --decode",
-          fmt::format("at most max_seq_len = {} of config {}", cfg.max_seq_len, cfg.name),
+          fmt::format("at most max_seq_len = {} of config {} (raise it with --max-seq-len)", cfg.max_seq_len, cfg.name),
           std::to_string(o.prefill + o.decode));
   require(o.batch >= 1, "--batch", "at least 1", std::to_string(o.batch));
+  o.activations.validate(cfg);
   cfg.compress_ratios = o.ratios;
   return cfg;
 }
@@ -81,8 +64,15 @@ Capture synthetic_input(const SyntheticInputOptions& o) {
     layer.index = static_cast<int>(l);
     layer.compress_ratio = o.ratios[l];
     layer.weights = ref::AttentionWeights::random(cfg, o.ratios[l], mix(layer_seed ^ 1));
+    // The model's fixed channels, per layer (streams no batch index reaches).
+    const ActivationModel& model = o.activations;
+    add_heavy_qk_dims(layer.weights, cfg, model,
+                      heavy_channels(model.qk_heavy_channels, cfg.head_dim, mix(layer_seed ^ mix(1u << 20))),
+                      heavy_channels(model.qk_heavy_channels, cfg.index_head_dim, mix(layer_seed ^ mix((1u << 20) + 1))));
+    const std::vector<int> x_heavy = heavy_channels(model.x_heavy_channels, cfg.dim, mix(layer_seed ^ mix((1u << 20) + 2)));
     std::vector<ref::Mat> x;
-    for (int b = 0; b < o.batch; ++b) x.push_back(normal_bf16(o.prefill + o.decode, cfg.dim, mix(layer_seed ^ mix(2 + b))));
+    for (int b = 0; b < o.batch; ++b)
+      x.push_back(model_x(model, o.prefill + o.decode, cfg.dim, x_heavy, mix(layer_seed ^ mix(2 + b))));
     int64_t start = 0;
     for (size_t k = 0; k < lengths.size(); ++k) {
       CallCapture call;
@@ -100,22 +90,30 @@ Capture synthetic_input(const SyntheticInputOptions& o) {
   return c;
 }
 
-InputInfo synthetic_input_info(const SyntheticInputOptions& o) {
+InputInfo synthetic_input_info(const SyntheticInputOptions& o, const std::vector<uint64_t>& seeds) {
   const ref::ModelConfig cfg = checked_config(o);
   InputInfo info;
   info.kind = "synthetic";
-  info.producer = fmt::format("dsv4-verify precision-report --synth (random weights and x ~ N(0,1) in bf16, seed {})",
-                              o.seed);
+  info.seeds = seeds.empty() ? std::vector<uint64_t>{o.seed} : seeds;
+  info.activation_model = o.activations;
+  const std::string seed_text =
+      fmt::format("{} {}", info.seeds.size() == 1 ? "seed" : "seeds", fmt::join(info.seeds, ", "));
+  info.producer = fmt::format("dsv4-verify precision-report --synth (random weights; {}; {})",
+                              o.activations.describe(), seed_text);
   info.model = cfg.name;
   info.config = cfg;
   const std::vector<int64_t> lengths = call_lengths(o);
   info.description = fmt::format(
-      "{} dims ({}); layers of ratio {}; prefill {} tokens{}{}, batch {}, seed {}", cfg.name, describe_dims(cfg),
+      "{} dims ({}); layers of ratio {}; prefill {} tokens{}{}, batch {}; {}; {}", cfg.name, describe_dims(cfg),
       fmt::join(o.ratios, ", "), o.prefill,
       o.chunk > 0 && o.chunk < o.prefill ? fmt::format(" in calls of {}", o.chunk) : std::string(),
-      o.decode > 0 ? fmt::format(", then {} one-token decodes", o.decode) : std::string(), o.batch, o.seed);
+      o.decode > 0 ? fmt::format(", then {} one-token decodes", o.decode) : std::string(), o.batch,
+      o.activations.describe(), seed_text);
   info.weights = WeightsOrigin::random;
-  info.weights_reason = "drawn by ref::AttentionWeights::random on the checkpoint's number grids";
+  info.weights_reason = o.activations.qk_heavy_channels > 0
+                            ? "drawn by ref::AttentionWeights::random on the checkpoint's number grids, then the "
+                              "activation model's q/k dims scaled"
+                            : "drawn by ref::AttentionWeights::random on the checkpoint's number grids";
   return info;
 }
 

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ET
 
-FIGURES = ("recall_vs_position", "stage_nmse", "error_distribution")
+FIGURES = ("recall_vs_position", "stage_nmse", "error_distribution", "output_error_vs_position")
 
 
 def load_script(path):
@@ -24,7 +24,7 @@ def load_script(path):
 
 
 def report(verify, out, *extra, env=None):
-    cmd = [verify, "precision-report", "--synth", "tiny", "--prefill", "48", "--batch", "1",
+    cmd = [verify, "precision-report", "--synth", "tiny", "--prefill", "48", "--batch", "1", "--seeds", "2",
            "--policies", "exact,official,bf16", "--json", os.path.join(out, "r.json"), *extra]
     return subprocess.run(cmd, capture_output=True, text=True, env=env)
 
@@ -42,6 +42,42 @@ def check_plots(verify, tmp):
     assert not [n for n in os.listdir(tmp) if n.startswith(".plots-")], os.listdir(tmp)
     with open(os.path.join(tmp, "r.json")) as f:
         assert json.load(f)["policies"][1]["name"] == "official"
+
+
+def check_bands(script, tmp):
+    """Over two seeds every policy's recall and output-error line has its 95% band; the stage NMSE has
+    error bars from the report's intervals. A one-seed report has no interval, so no band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import PolyCollection
+
+    module = load_script(script)
+    rep = module.load(os.path.join(tmp, "r.json"))
+    compared = module.compared(rep)
+    for draw in (module.plot_recall_vs_position, module.plot_output_error_vs_position):
+        fig, ax = plt.subplots()
+        draw(rep, ax, 0)
+        bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+        assert len(bands) == len(compared), (draw.__name__, len(bands))
+        plt.close(fig)
+    fig, ax = plt.subplots()
+    module.plot_stage_nmse(rep, ax, 0)
+    official = compared[0]["layers"][0]["stages"][0]["nmse"]
+    assert ax.containers and ax.containers[0].has_yerr, "no error bars"
+    segment = ax.containers[0].lines[2][0].get_segments()[0]  # the first stage's bar of the first policy
+    assert abs(segment[1][1] - module.number(official["high"])) < 1e-12 * abs(module.number(official["high"]))
+    plt.close(fig)
+
+    one = json.loads(json.dumps(rep))
+    for p in one["policies"]:
+        for b in p["layers"][0]["end_to_end"]["topk_recall"]["by_position"]:
+            b["mean"]["low"] = b["mean"]["high"] = None
+    fig, ax = plt.subplots()
+    module.plot_recall_vs_position(one, ax, 0)
+    assert not [c for c in ax.collections if isinstance(c, PolyCollection)]
+    plt.close(fig)
 
 
 def check_failure_part_way(script, tmp):
@@ -82,6 +118,7 @@ def check_no_report_when_plots_fail(verify, tmp):
 def main(verify, script):
     with tempfile.TemporaryDirectory() as tmp:
         check_plots(verify, tmp)
+        check_bands(script, tmp)
         check_failure_part_way(script, tmp)
         check_no_report_when_plots_fail(verify, tmp)
     print("plot_precision_report: all checks passed")

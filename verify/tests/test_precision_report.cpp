@@ -1,6 +1,6 @@
 // The precision report (verify/precision/): the error accumulator against compare_dense, recall on
 // hand-made index lists, the report against policies run by hand (chained caches, the Hadamard
-// basis), exact against exact, and the figures of the official policy.
+// basis, the output error by position), exact against exact, and the figures of the official policy.
 #include <doctest/doctest.h>
 
 #include <bit>
@@ -15,6 +15,7 @@
 #include "verify/precision/error_stats.h"
 #include "verify/precision/precision_report.h"
 #include "verify/precision/report_json.h"
+#include "verify/precision/seeded_report.h"
 #include "verify/precision/synthetic_input.h"
 #include "verify/precision/topk_recall.h"
 
@@ -231,8 +232,11 @@ TEST_CASE("precision report JSON: a policies list with name, settings, per-stage
   const SyntheticInputOptions o = tiny_choosing_input();
   PrecisionReportOptions options;
   options.policies = {"exact", "official"};
-  const nlohmann::json j = to_json(run_precision_report(synthetic_input(o), synthetic_input_info(o), options));
+  const nlohmann::json j =
+      to_json(single_report(run_precision_report(synthetic_input(o), synthetic_input_info(o), options)));
   CHECK(j["format"] == kPrecisionReportFormat);
+  CHECK(j["format_version"] == 2);
+  CHECK(j["input"]["seeds"] == nlohmann::json::array({5}));
   CHECK(j["input"]["kind"] == "synthetic");
   CHECK(j["input"]["weights"] == "random");
   REQUIRE(j["policies"].size() == 2);
@@ -240,18 +244,72 @@ TEST_CASE("precision report JSON: a policies list with name, settings, per-stage
   CHECK(off["name"] == "official");
   CHECK(off["settings"]["kv_nope"] == "e4m3/b64/ue8m0");
   CHECK(off["settings"]["indexer_qk"] == "e2m1/b32/ue8m0");
+  CHECK(off["differences_from_official"] == "none");
   CHECK(j["policies"][0]["settings"]["kv_nope"].is_null());
+  CHECK(j["policies"][0]["differences_from_official"].get<std::string>().find("activations=fp64 (official: bf16)") == 0);
   const nlohmann::json& layer = off["layers"][0];
   CHECK(layer["compress_ratio"] == 4);
   CHECK(layer["stages"].size() == 12);
   CHECK(layer["stages"][0]["stage"] == "q_latent");
-  CHECK(layer["stages"][0]["nmse"].get<double>() > 0.0);
+  // One seed: each figure is its value, without an interval.
+  const nlohmann::json& nmse = layer["stages"][0]["nmse"];
+  CHECK(nmse["mean"].get<double>() > 0.0);
+  CHECK(nmse["low"].is_null());
+  CHECK(nmse["values"] == nlohmann::json::array({nmse["mean"]}));
   const nlohmann::json& e2e = layer["end_to_end"];
   CHECK(e2e["attention_output"]["stage"] == "attn/core");
   CHECK(e2e["layer_output"]["stage"] == "out");
-  CHECK(e2e["topk_recall"]["mean"].get<double>() <= 1.0);
+  CHECK(e2e["topk_recall"]["mean"]["mean"].get<double>() <= 1.0);
   CHECK(!e2e["topk_recall"]["by_position"].empty());
-  CHECK(j["policies"][0]["layers"][0]["end_to_end"]["topk_recall"]["mean"] == 1.0);
+  CHECK(e2e["output_by_position"].size() == e2e["topk_recall"]["by_position"].size());
+  CHECK(off["time"]["cpu_seconds"]["mean"].get<double>() > 0.0);
+  CHECK(j["reference_time"]["wall_seconds"]["mean"].get<double>() > 0.0);
+  CHECK(j["policies"][0]["layers"][0]["end_to_end"]["topk_recall"]["mean"]["mean"] == 1.0);
+}
+
+TEST_CASE("precision report: the output error by position bucket is the error of the bucket's rows") {
+  const SyntheticInputOptions o = tiny_choosing_input();  // 66 positions in calls of 64 and two decodes
+  const Capture input = synthetic_input(o);
+  PrecisionReportOptions options;
+  options.policies = {"official"};
+  options.position_bucket = 20;  // buckets 0-19, 20-39, 40-59, 60-79: a call crosses three of them
+  const PrecisionReport r = run_precision_report(input, synthetic_input_info(o), options);
+  const LayerResult& layer = r.policies.at(0).layers.at(0);
+  REQUIRE(layer.output_by_position.size() == 4);
+
+  const LayerCapture& lc = input.layers.at(0);
+  auto run_policy = [&](const std::string& name) {
+    const ref::AttentionLayer attention(input.config, lc.weights, ref::PrecisionPolicy::by_name(name));
+    auto cache = ref::make_ring_cache(input.config, 4, o.batch);
+    std::vector<std::vector<ref::Mat>> out(static_cast<size_t>(o.batch));  // per sequence, per call
+    for (const CallCapture& call : lc.calls) {
+      const std::vector<ref::StageOutputs> got = attention.forward_batch(to_mats(call.stage("x")), call.start_pos, *cache);
+      for (size_t b = 0; b < got.size(); ++b) out[b].push_back(got[b].out);
+    }
+    return out;
+  };
+  const auto exact = run_policy("exact"), official = run_policy("official");
+  // Bucket 40-59 by hand: the rows at those positions of every sequence.
+  std::vector<ref::Mat> want, got;
+  for (size_t b = 0; b < exact.size(); ++b) {
+    int64_t start = 0;
+    for (size_t c = 0; c < exact[b].size(); ++c) {
+      for (ref::Index i = 0; i < exact[b][c].rows(); ++i)
+        if (start + i >= 40 && start + i <= 59) {
+          want.push_back(exact[b][c].row(i));
+          got.push_back(official[b][c].row(i));
+        }
+      start += exact[b][c].rows();
+    }
+  }
+  const OutputErrorBucket& bucket = layer.output_by_position.at(2);
+  CHECK(bucket.first_position == 40);
+  CHECK(bucket.last_position == 59);
+  CHECK(bucket.layer.n() == 20 * o.batch * input.config.dim);
+  CHECK(bucket.layer.nmse() == doctest::Approx(brute_nmse(want, got)).epsilon(1e-12));
+  int64_t n = 0;
+  for (const auto& [key, b] : layer.output_by_position) n += b.layer.n();
+  CHECK(n == layer.stage("out").error.n());  // every row in exactly one bucket
 }
 
 TEST_CASE("precision report: unknown and repeated policies are refused by name") {

@@ -94,11 +94,13 @@ TEST_CASE("precision-report FILE: a capture's producer string and the weights' o
   const fs::path capture = dir.path() / "c.h5";
   write_capture(capture.string(), c);
 
-  const fs::path j = dir.path() / "r.json";
-  Run r = run({capture.string(), "--policies", "official", "--json", j.string()});
+  const fs::path j = dir.path() / "r.json", md = dir.path() / "r.md";
+  Run r = run({capture.string(), "--policies", "official", "--json", j.string(), "--markdown", md.string()});
   INFO(r.err);
   REQUIRE(r.status == 0);
+  CHECK(read_text(md).find("One input: figures without intervals") != std::string::npos);
   json report = read_json(j);
+  CHECK(report["input"]["seeds"].empty());
   CHECK(report["input"]["kind"] == "capture");
   CHECK(report["input"]["file"] == capture.string());
   CHECK(report["input"]["producer"] == "a serving engine's capture hook");
@@ -150,6 +152,31 @@ TEST_CASE("precision-report: a report that cannot be written whole leaves every 
   CHECK(no_temporaries(dir.path()));
 }
 
+TEST_CASE("precision-report --seeds: every figure over the seeds, and a checkpoint that resumes to the same report") {
+  testing::ScratchDir dir("precision_cli_seeds");
+  const fs::path j = dir.path() / "r.json", md = dir.path() / "r.md", ck = dir.path() / "ck";
+  const std::vector<std::string> args =
+      with(kSmallSynth, {"--seeds", "2", "--seed", "4", "--policies", "official,fp32-probs", "--x-tail-dof", "5",
+                         "--checkpoint", ck.string(), "--json", j.string(), "--markdown", md.string()});
+  Run r = run(args);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const json report = read_json(j);
+  CHECK(report["input"]["seeds"] == json::array({4, 5}));
+  CHECK(report["input"]["activation_model"]["x_tail_dof"] == 5);
+  CHECK(report["policies"][1]["differences_from_official"] == "attn_probs=fp32 (official: bf16)");
+  CHECK(report["policies"][0]["layers"][0]["stages"][0]["nmse"]["values"].size() == 2);
+  CHECK(fs::exists(ck / "seed-5" / "fp32-probs.json"));
+  const std::string text = read_text(md);
+  CHECK(text.find("Seeds: 4, 5") != std::string::npos);
+  CHECK(text.find("Student-t(5)") != std::string::npos);
+  CHECK(r.out.find("mean over 2 seeds") != std::string::npos);
+
+  r = run(args);  // everything from the checkpoint: the same report
+  REQUIRE(r.status == 0);
+  CHECK(read_json(j) == report);
+}
+
 TEST_CASE("precision-report: usage errors exit 2") {
   testing::ScratchDir dir("precision_cli_usage");
   const fs::path j = dir.path() / "r.json";
@@ -158,5 +185,13 @@ TEST_CASE("precision-report: usage errors exit 2") {
   CHECK(run({"--synth", "tiny"}).status == 2);  // --json is required
   CHECK(run({"x.h5", "--prefill", "4", "--json", j.string()}).status == 2);  // --prefill needs --synth
   CHECK(run(with(kSmallSynth, {"--policies", "bf16,bf16", "--json", j.string()})).status == 2);
+  CHECK(run({"x.h5", "--seeds", "3", "--json", j.string()}).status == 2);  // --seeds needs --synth
+  CHECK(run(with(kSmallSynth, {"--seeds", "0", "--json", j.string()})).status == 2);
+  Run r = run(with(kSmallSynth, {"--x-tail-dof", "2", "--json", j.string()}));
+  CHECK(r.status == 2);
+  CHECK(r.err.find("--x-tail-dof") != std::string::npos);
+  r = run({"--synth", "tiny", "--prefill", "2000", "--json", j.string()});
+  CHECK(r.status == 2);
+  CHECK(r.err.find("--max-seq-len") != std::string::npos);
   CHECK(!fs::exists(j));
 }
