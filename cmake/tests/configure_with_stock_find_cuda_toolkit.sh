@@ -13,7 +13,7 @@
 set -euo pipefail
 source_dir=$1 work_dir=$2 deb=$3 cuda_compiler=$4
 package=cmake-data version=3.25.1-1
-module_in_deb=./usr/share/cmake-3.25/Modules/FindCUDAToolkit.cmake
+modules_in_deb=./usr/share/cmake-3.25/Modules
 
 if [[ -z $cuda_compiler || $cuda_compiler == *-NOTFOUND ]]; then
   echo "skipped: the build found no nvcc, so the project configures without FindCUDAToolkit"
@@ -30,7 +30,10 @@ if [[ ! -f $deb ]]; then
   fi
   deb="$work_dir/${package}_${version}_all.deb"
 fi
-dpkg-deb --fsys-tarfile "$deb" | tar -x -O "$module_in_deb" >"$work_dir/module/FindCUDAToolkit.cmake"
+# The module and the two it includes by its own directory (the rest come from the running CMake).
+for file in FindCUDAToolkit FindPackageHandleStandardArgs FindPackageMessage; do
+  dpkg-deb --fsys-tarfile "$deb" | tar -x -O "$modules_in_deb/$file.cmake" >"$work_dir/module/$file.cmake"
+done
 module="$work_dir/module/FindCUDAToolkit.cmake"
 
 # The copy must be the broken one, else this test proves nothing: the deprecation notice is set on
