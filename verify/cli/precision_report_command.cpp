@@ -9,7 +9,7 @@
 #include <optional>
 #include <unistd.h>
 
-#include "verify/capture/reader.h"
+#include "verify/capture/isolated_read.h"
 #include "verify/cli/commands.h"
 #include "verify/precision/plots.h"
 #include "verify/precision/precision_report.h"
@@ -149,7 +149,7 @@ int run_precision_report(const PrecisionReportArgs& a, Io io) {
       const Capture capture = synthetic_input(so);
       report = verify::run_precision_report(capture, synthetic_input_info(so), options, progress);
     } else {
-      const Capture capture = read_capture(a.file);
+      const Capture capture = read_capture_isolated(a.file);
       InputInfo info = capture_input_info(capture);
       if (!a.weights.empty()) info = with_stated_weights(info, weights_origin_from_string(a.weights));
       report = verify::run_precision_report(capture, info, options, progress);
