@@ -45,7 +45,7 @@ class Writer {
   template <typename T>
   void array(const T* data, std::size_t n) {
     count(n);
-    sink_.write(data, n * sizeof(T));
+    if (n > 0) sink_.write(data, n * sizeof(T));  // an empty matrix's data() may be null
   }
 
  private:
@@ -75,7 +75,7 @@ class Reader {
   template <typename T>
   void array(T* data, uint64_t n, const char* what) {
     if (count(n, what) != n) malformed(fmt::format("{}: fewer values than its shape holds", what));
-    source_.read(data, n * sizeof(T));
+    if (n > 0) source_.read(data, n * sizeof(T));
   }
   void tag(uint32_t expected) {
     const uint32_t found = scalar<uint32_t>();

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -248,7 +249,8 @@ ReadLimits ReadLimits::for_file(const std::string& path) {
   limits.memory_bytes = static_cast<int64_t>(::sysconf(_SC_PHYS_PAGES)) * ::sysconf(_SC_PAGESIZE);
   if (const char* v = std::getenv(kReadSecondsEnv); v && *v) limits.seconds = positive_number(kReadSecondsEnv, v);
   if (const char* v = std::getenv(kReadMemoryEnv); v && *v) {
-    limits.memory_bytes = static_cast<int64_t>(positive_number(kReadMemoryEnv, v) * (1 << 20));
+    const double mib = std::min(positive_number(kReadMemoryEnv, v), 1e12);  // 1e12 MiB: more than any machine
+    limits.memory_bytes = static_cast<int64_t>(mib * (1 << 20));
   }
   return limits;
 }
