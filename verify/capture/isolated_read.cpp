@@ -30,6 +30,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+#if defined(__SANITIZE_ADDRESS__)
+// AddressSanitizer reserves terabytes of address space and does not run under RLIMIT_AS (a child
+// whose mmap fails can hang inside ASan's allocator): a sanitizer build leaves the memory limit to
+// ASan's own allocation limits, and the time limit stops the rest.
+constexpr bool kLimitAddressSpace = false;
+#else
+constexpr bool kLimitAddressSpace = true;
+#endif
+
 // What the child sends first: how its read ended.
 enum class Outcome : uint8_t { capture = 'C', capture_error = 'E', out_of_memory = 'M', other_error = 'X' };
 
@@ -156,7 +165,7 @@ void limit(int resource, uint64_t value) {
   }
   limit(RLIMIT_CORE, 0);
   const uint64_t inherited = mapped_bytes();
-  if (inherited > 0 && static_cast<uint64_t>(limits.memory_bytes) < RLIM_INFINITY - inherited) {
+  if (kLimitAddressSpace && inherited > 0 && static_cast<uint64_t>(limits.memory_bytes) < RLIM_INFINITY - inherited) {
     limit(RLIMIT_AS, inherited + static_cast<uint64_t>(limits.memory_bytes));
   }
   // A backstop in case the parent dies without stopping the child: CPU time never exceeds the wall
