@@ -19,6 +19,19 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The configure test (cmake/tests/) needs Debian 12's unpatched FindCUDAToolkit module: the package
+# cmake-data 3.25.1-1 is downloaded (not installed) into build/deps/, since this machine's copy of
+# the module may be patched.
+deb_dir="$(cd "$(dirname "$0")/.." && pwd)/build/deps"
+cmake_data=cmake-data=3.25.1-1
+if [[ ! -f $deb_dir/cmake-data_3.25.1-1_all.deb ]]; then
+  echo "install-deps: apt-get download $cmake_data (into build/deps/, for the configure test)"
+  mkdir -p "$deb_dir"
+  (cd "$deb_dir" && { apt-get download -qq -o APT::Sandbox::User=root "$cmake_data" 2>/dev/null ||
+    { apt-get update -qq && apt-get download -qq -o APT::Sandbox::User=root "$cmake_data"; }; }) ||
+    echo "install-deps: warning: could not download $cmake_data (the configure test will try again)"
+fi
+
 # Python serves the cross-checks, capture adapters and notebooks (never the oracle itself), and the
 # dsv4_oracle module: nanobind (its bindings, found by CMake), scikit-build-core (`pip install .`),
 # pytest (its tests, run by ctest).

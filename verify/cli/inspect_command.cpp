@@ -5,7 +5,7 @@
 
 #include <exception>
 
-#include "verify/capture/reader.h"
+#include "verify/capture/isolated_read.h"
 #include "verify/cli/commands.h"
 #include "verify/replay/inspect.h"
 
@@ -22,7 +22,7 @@ CLI::App* add_inspect(CLI::App& app, InspectArgs& a) {
 
 int run_inspect(const InspectArgs& a, Io io) {
   try {
-    const Capture capture = read_capture(a.file);
+    const Capture capture = read_capture_isolated(a.file);
     describe_capture(io.out, capture);
     fmt::print(io.out, "\nvalid: {} follows capture format version 1\n", a.file);
   } catch (const std::exception& e) {

@@ -10,7 +10,7 @@
 #include <optional>
 #include <unistd.h>
 
-#include "verify/capture/reader.h"
+#include "verify/capture/isolated_read.h"
 #include "verify/cli/commands.h"
 #include "verify/precision/plots.h"
 #include "verify/precision/precision_report.h"
@@ -187,7 +187,7 @@ int run_precision_report(const PrecisionReportArgs& a, Io io) {
       if (!a.checkpoint.empty()) so.checkpoint = a.checkpoint;
       report = run_seeded_report(so, progress);
     } else {
-      const Capture capture = read_capture(a.file);
+      const Capture capture = read_capture_isolated(a.file);
       InputInfo info = capture_input_info(capture);
       if (!a.weights.empty()) info = with_stated_weights(info, weights_origin_from_string(a.weights));
       report = single_report(verify::run_precision_report(capture, info, options, progress));

@@ -5,7 +5,7 @@
 
 #include <exception>
 
-#include "verify/capture/reader.h"
+#include "verify/capture/isolated_read.h"
 #include "verify/cli/commands.h"
 #include "verify/report/console.h"
 #include "verify/report/json.h"
@@ -58,7 +58,7 @@ int run_replay(const ReplayArgs& a, Io io) {
 
   Report report;
   try {
-    const Capture capture = read_capture(a.file);
+    const Capture capture = read_capture_isolated(a.file);
     ReplayOptions options;
     options.mode = replay_mode_from_string(a.mode);
     options.precision = a.precision;

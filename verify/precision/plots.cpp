@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "verify/paths/data_dir.h"
+
 extern char** environ;
 
 namespace dsv4::verify {
@@ -34,7 +36,7 @@ int run_process(const std::vector<std::string>& args) {
 
 PlotCommand default_plot_command() {
   const char* script = std::getenv("DSV4_PLOT_SCRIPT");
-  return {DSV4_PLOT_PYTHON, script && *script ? script : DSV4_PLOT_SCRIPT};
+  return {DSV4_PLOT_PYTHON, script && *script ? script : (data_dir() / "plot_precision_report.py").string()};
 }
 
 void check_plotting(const PlotCommand& c) {

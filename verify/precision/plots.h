@@ -12,8 +12,9 @@ struct PlotCommand {
   std::string script;  // plot_precision_report.py
 };
 
-// The build's Python interpreter and the source tree's scripts/plot_precision_report.py, or the
-// script the environment variable DSV4_PLOT_SCRIPT names (tests use it to inject a failure).
+// The build's Python interpreter and plot_precision_report.py of the data directory
+// (verify/paths/data_dir.h: a copy of scripts/plot_precision_report.py), or the script the
+// environment variable DSV4_PLOT_SCRIPT names (tests use it to inject a failure).
 PlotCommand default_plot_command();
 
 // Asks the script whether it can plot (`--check`: the interpreter runs and matplotlib imports).

@@ -5,89 +5,20 @@
 #include <hdf5.h>
 
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 
+#include "same_capture.h"
 #include "synthetic_capture.h"
-#include "verify/capture/config_attrs.h"
 #include "verify/capture/reader.h"
 #include "verify/capture/tensor_convert.h"
-#include "verify/capture/weight_names.h"
 #include "verify/capture/writer.h"
 #include "verify/hdf5/file.h"
 
 using namespace dsv4::verify;
 using dsv4::verify::testing::CallSpec;
+using dsv4::verify::testing::check_same;
 using dsv4::verify::testing::TempFile;
-
-namespace {
-
-// Bitwise equality of doubles (so -inf == -inf and -0.0 != 0.0).
-bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
-}
-
-template <typename M>
-bool same_matrix(const M& a, const M& b) {
-  return a.rows() == b.rows() && a.cols() == b.cols() && (a.size() == 0 || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
-}
-
-void check_same_weights(const dsv4::ref::AttentionWeights& a, const dsv4::ref::AttentionWeights& b) {
-  CHECK(a.compress_ratio == b.compress_ratio);
-  for (const WeightName& w : weight_names()) {
-    CAPTURE(w.name);
-    visit_weight(a, w.name, [&](const auto& ma) {
-      visit_weight(b, w.name, [&](const auto& mb) {
-        if constexpr (std::is_same_v<decltype(ma), decltype(mb)>) CHECK(same_matrix(ma, mb));
-      });
-    });
-  }
-  CHECK(a.compressor.ratio == b.compressor.ratio);
-  CHECK(a.compressor.head_dim == b.compressor.head_dim);
-  CHECK(a.indexer.compressor.ratio == b.indexer.compressor.ratio);
-  CHECK(a.indexer.compressor.head_dim == b.indexer.compressor.head_dim);
-}
-
-void check_same(const Capture& a, const Capture& b) {
-  CHECK(a.producer == b.producer);
-  CHECK(a.model == b.model);
-  CHECK(a.format_version == b.format_version);
-  CHECK(a.precision == b.precision);
-  for (const ConfigIntAttr& f : kConfigIntAttrs) CHECK(a.config.*f.field == b.config.*f.field);
-  for (const ConfigRealAttr& f : kConfigRealAttrs) CHECK(a.config.*f.field == b.config.*f.field);
-  CHECK(a.config.compress_ratios == b.config.compress_ratios);
-  REQUIRE(a.layers.size() == b.layers.size());
-  for (const auto& [index, la] : a.layers) {
-    CAPTURE(index);
-    const LayerCapture& lb = b.layers.at(index);
-    CHECK(la.index == lb.index);
-    CHECK(la.compress_ratio == lb.compress_ratio);
-    CHECK(la.weight_linear_kinds == lb.weight_linear_kinds);
-    check_same_weights(la.weights, lb.weights);
-    REQUIRE(la.calls.size() == lb.calls.size());
-    for (std::size_t k = 0; k < la.calls.size(); ++k) {
-      const CallCapture& ca = la.calls[k];
-      const CallCapture& cb = lb.calls[k];
-      CHECK(ca.index == cb.index);
-      CHECK(ca.start_pos == cb.start_pos);
-      CHECK(ca.seqlen == cb.seqlen);
-      CHECK(ca.batch == cb.batch);
-      REQUIRE(ca.stages.size() == cb.stages.size());
-      for (const auto& [name, ta] : ca.stages) {
-        CAPTURE(name);
-        REQUIRE(cb.has(name));
-        const Tensor& tb = cb.stage(name);
-        CHECK(ta.shape == tb.shape);
-        CHECK(same_bits(ta.values, tb.values));
-        CHECK(ta.dtype == tb.dtype);
-        CHECK(ta.is_index == tb.is_index);
-      }
-    }
-  }
-}
-
-}  // namespace
 
 TEST_CASE("round trip: ratios 0, 4, 128 over prefill, decode and chunked calls, batch 2") {
   const Capture written = testing::synthetic_capture({0, 4, 128}, {{0, 10}, {10, 1}, {11, 6}}, 2, 1);

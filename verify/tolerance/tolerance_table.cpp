@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "reference/stage_registry.h"
+#include "verify/paths/data_dir.h"
 
 namespace dsv4::verify {
 
@@ -69,7 +70,7 @@ Tolerance parse_row(const json& row, const std::string& source, const std::strin
 
 }  // namespace
 
-std::filesystem::path default_tolerance_dir() { return DSV4_TOLERANCE_DIR; }
+std::filesystem::path default_tolerance_dir() { return data_dir() / "tolerances"; }
 
 ToleranceTable ToleranceTable::parse(std::string_view json_text, const std::string& source) {
   json doc;

@@ -12,7 +12,8 @@
 
 namespace dsv4::verify {
 
-// The directory of the tolerance files in this source tree (data/tolerances).
+// The directory of the tolerance files: tolerances/ in the data directory (verify/paths/data_dir.h),
+// a copy of data/tolerances/. Throws std::runtime_error naming where it looked when there is none.
 std::filesystem::path default_tolerance_dir();
 
 class ToleranceTable {
