@@ -5,7 +5,7 @@ Same shapes and byte accounting as bench/cuda_compressor_bench.cu (4 sequences x
 position 0; effective bandwidth = bytes the stage must move / time): C4 main (d 512, overlap) and
 C128 (d 512), each = softmax pooling + bf16 + RMSNorm + RoPE on the last 64 dims (interleaved) +
 FP8 e4m3 fake-quant of the 448 nope dims in blocks of 64 with power-of-two scales, following
-DeepSeek's model.py formulation (spec dsv4-attention.md section 6). Also a device-to-device copy.
+DeepSeek's model.py formulation (docs/math.md "compressor/entries"). Also a device-to-device copy.
 Timing: CUDA events, median of repeated runs after warm-up.
 
   python3 bench/torch_compressor_bench.py [--json out.json] [--no-compile]

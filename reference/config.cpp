@@ -1,4 +1,4 @@
-// Model configurations: V4-Flash and V4-Pro as in spec dsv4-attention.md section 1, and tiny().
+// Model configurations: V4-Flash and V4-Pro as in docs/math.md (configurations), and tiny().
 #include "reference/config.h"
 
 #include <sstream>
@@ -18,7 +18,7 @@ std::vector<int> v4_compress_ratios(int n_layers, int first_two) {
   return ratios;
 }
 
-// The values every V4 model shares (spec section 1.1 / 1.2).
+// The values every V4 model shares (DeepSeek's inference/config.json and ModelArgs defaults).
 ModelConfig v4_common() {
   ModelConfig c;
   c.head_dim = 512;

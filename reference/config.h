@@ -1,5 +1,5 @@
 #pragma once
-// Model configuration (spec dsv4-attention.md section 1): the V4-Flash and V4-Pro values, the
+// Model configuration (docs/math.md): the V4-Flash and V4-Pro values, the
 // per-layer compress ratios, and small configurations for tests.
 #include <string>
 #include <vector>

@@ -1,5 +1,5 @@
 // Attention-layer weights: shape checks against the configuration (capture-format.md's weights
-// list, spec section 10) and deterministic random weights with the checkpoint's numerics.
+// list, docs/capture-format.md "Weights") and deterministic random weights with the checkpoint's numerics.
 #include "reference/weights.h"
 
 #include <algorithm>
@@ -172,7 +172,7 @@ Mat bf16_weight(WeightDraws& draw, Index rows, Index cols) {
 // An RMSNorm weight: bf16 in the checkpoint, around 1.
 Vec norm_weight(WeightDraws& draw, Index n) { return rounded(Storage::bf16, draw.vector(n, 1, 0.1)); }
 
-// A compressor (spec section 6.1): wkv and wgate bf16 in the checkpoint (upcast to fp32 on load),
+// A compressor (docs/math.md "compressor/entries"): wkv and wgate bf16 in the checkpoint (upcast to fp32 on load),
 // ape fp32 and small, norm bf16.
 CompressorWeights random_compressor(WeightDraws& draw, int ratio, int d, int dim) {
   CompressorWeights w;

@@ -1,6 +1,6 @@
 #pragma once
 // The weights of one attention layer, as float values in double (FP8 weights dequantized: values on
-// the e4m3 x 128x128-block-scale grid). Shapes follow the checkpoint (spec section 10).
+// the e4m3 x 128x128-block-scale grid). Shapes follow the checkpoint (docs/capture-format.md "Weights").
 #include <cstdint>
 #include <string>
 

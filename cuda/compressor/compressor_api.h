@@ -1,5 +1,5 @@
 #pragma once
-// CUDA compressors (spec dsv4-attention.md section 6; the oracle is reference/stages/compressor.h):
+// CUDA compressors (docs/math.md "compressor/entries"; the oracle is reference/stages/compressor.h):
 // softmax pooling of the gate inputs plus the fused post-processing (bf16, RMSNorm, RoPE at the
 // entry's position, FP8 nope fake-quant or Hadamard + FP4) that writes the cache entries.
 //

@@ -1,4 +1,4 @@
-// Walsh-Hadamard rotation (model.py rotate_activation, spec section 2.5).
+// Walsh-Hadamard rotation (model.py rotate_activation; docs/math.md "Hadamard").
 #include "reference/primitives/hadamard.h"
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// RMSNorm with weight (model.py RMSNorm) and the weightless per-head norm of q (spec section 4
+// RMSNorm with weight (model.py RMSNorm) and the weightless per-head norm of q (docs/math.md "q"
 // step 2). Each place where DeepSeek's code produces a tensor is one rounding here; the arithmetic
 // of that one op is done in double.
 #include "reference/primitives/rmsnorm.h"

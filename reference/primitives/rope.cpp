@@ -1,4 +1,4 @@
-// RoPE table and rotation (spec sections 2.3, 2.4). DeepSeek builds the table with fp32 torch ops;
+// RoPE table and rotation (docs/math.md "RoPE"). DeepSeek builds the table with fp32 torch ops;
 // here each op is computed in double and rounded to the table's storage, which is the correctly
 // rounded fp32 result (CUDA's powf/cosf/sinf may differ from it by an ulp; that is not knowable).
 #include "reference/primitives/rope.h"

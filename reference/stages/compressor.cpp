@@ -1,4 +1,4 @@
-// The compressor (spec dsv4-attention.md section 6) as one token-by-token state machine.
+// The compressor (docs/math.md "compressor/entries") as one token-by-token state machine.
 //
 // DeepSeek's code has two paths: prefill (all blocks at once through overlap_transform) and
 // one-token decode. Both compute the same mathematics; here every call, whatever its length, walks

@@ -1,4 +1,4 @@
-// Lightning indexer (spec dsv4-attention.md section 7.2).
+// Lightning indexer (docs/math.md "indexer/q, indexer/weights" and "indexer/scores").
 #include "reference/stages/indexer.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// The end of Attention.forward (spec dsv4-attention.md section 4, steps 7 and 8).
+// The end of Attention.forward (docs/math.md "attn/out_heads, attn/wo_a, out").
 #include "reference/stages/output_projection.h"
 
 #include <stdexcept>

@@ -1,4 +1,4 @@
-// The q path and the window kv path (spec dsv4-attention.md section 4, steps 2 and 3).
+// The q path and the window kv path (docs/math.md "q_latent", "q", "kv").
 #include "reference/stages/projections.h"
 
 #include <span>
@@ -52,7 +52,7 @@ Mat window_kv(const AttentionWeights& w, const Mat& x, int64_t start_pos, const 
 }
 
 // kv [rows, d]: dims [0, d - rope_dim) of each row become bf16(s * e4m3(x / s)) per block (act_quant
-// inplace, spec section 5.1); the rope dims keep their values. Nothing happens when p.kv_nope is unset.
+// inplace; docs/math.md "kv"); the rope dims keep their values. Nothing happens when p.kv_nope is unset.
 void quantize_kv_nope(Mat& kv, int rope_dim, const PrecisionPolicy& p) {
   if (!p.kv_nope) return;
   const Index nope = kv.cols() - rope_dim;

@@ -1,4 +1,4 @@
-// Sparse shared-KV attention with a sink (spec dsv4-attention.md section 5.4, kernel.py sparse_attn).
+// Sparse shared-KV attention with a sink (docs/math.md "attn/core", kernel.py sparse_attn).
 #include "reference/stages/sparse_mqa.h"
 
 #include <algorithm>

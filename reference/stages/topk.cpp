@@ -1,4 +1,4 @@
-// Top-k of the indexer scores (spec dsv4-attention.md section 7.2, "Masking and top-k").
+// Top-k of the indexer scores (docs/math.md "indexer/topk").
 #include "reference/stages/topk.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Tests of the compressor stage (spec dsv4-attention.md section 6; reference/stages/compressor.h).
+// Tests of the compressor stage (docs/math.md "compressor/entries"; reference/stages/compressor.h).
 // The independent computations here are: a brute-force fp64 formula per entry written from the
 // spec's mathematics (no state machine), DeepSeek's own prefill formulation (overlap_transform over
 // all blocks at once) and its prefill state layout, and a brute-force exact post-processing.

@@ -1,4 +1,4 @@
-// Model configurations against the table of spec section 1, validate()'s rules one by one, and
+// Model configurations against DeepSeek's published configurations (docs/math.md), validate()'s rules one by one, and
 // the named precision policies.
 #include <doctest/doctest.h>
 
@@ -31,7 +31,7 @@ std::string validation_error(const ModelConfig& c) {
 
 }  // namespace
 
-TEST_CASE("flash: the values of spec section 1") {
+TEST_CASE("flash: the values of DeepSeek's config") {
   const ModelConfig c = ModelConfig::flash();
   CHECK(c.name == "flash");
   CHECK(c.dim == 4096);
@@ -68,7 +68,7 @@ TEST_CASE("flash: the values of spec section 1") {
   CHECK(c.compress_ratios[43] == 0);
 }
 
-TEST_CASE("pro: the values of spec section 1") {
+TEST_CASE("pro: the values of DeepSeek's config") {
   const ModelConfig c = ModelConfig::pro();
   CHECK(c.name == "pro");
   CHECK(c.dim == 7168);

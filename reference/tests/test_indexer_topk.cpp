@@ -92,7 +92,7 @@ IndexMat rows_of(std::initializer_list<std::initializer_list<int32_t>> rows) {
   return m;
 }
 
-// The FP4 e2m1 fake-quant of DeepSeek's fp4_act_quant, written from the spec (section 5.2): blocks
+// The FP4 e2m1 fake-quant of DeepSeek's fp4_act_quant, written from docs/math.md ("indexer/q"): blocks
 // of 32, s = 2^ceil(log2(f32(max(amax, 6*2^-126) * f32(1/6)))), x = s * e2m1(x / s).
 void brute_fp4_quant(Mat& m) {
   for (Index i = 0; i < m.rows(); ++i)
@@ -185,14 +185,14 @@ TEST_CASE("indexer_scores: bad shapes throw") {
 
 TEST_CASE("indexer_weights: weights_proj(x) times ID^-1/2 IH^-1/2 = 2^-6.5 for V4") {
   ModelConfig cfg = ModelConfig::tiny();
-  cfg.index_n_heads = 64;  // V4's 64 heads of 128: the multiplier of spec section 2.6
+  cfg.index_n_heads = 64;  // V4's 64 heads of 128: the multiplier of docs/math.md "indexer/weights"
   cfg.index_head_dim = 128;
   IndexerWeights w;
   w.weights_proj = grid_values(64, 32, 11);
   const Mat x = grid_values(3, 32, 12);
   const Mat projected = x * w.weights_proj.transpose();  // exact: grid values
 
-  const double multiplier = 0.011048543456039806;  // 2^-6.5 as spec section 2.6 writes it
+  const double multiplier = 0.011048543456039806;  // 2^-6.5 as DeepSeek's code writes it
   const Mat exact = indexer_weights(w, x, cfg, PrecisionPolicy::exact());
   CHECK(((exact - projected * multiplier).cwiseAbs().array() <= 1e-16 * projected.cwiseAbs().array()).all());
 
@@ -322,7 +322,7 @@ TEST_CASE("topk: NaN scores and bad k throw") {
 // ---------------------------------------------------------------------------------------------
 // index lists
 
-TEST_CASE("window_indices: prefill matrix of s = 5 and W = 3 (spec 4.1) written by hand") {
+TEST_CASE("window_indices: prefill matrix of s = 5 and W = 3 (model.py get_window_topk_idxs) written by hand") {
   const IndexSpace space = IndexSpace::for_call(0, 5, 3);
   CHECK(space.kind == IndexSpace::Kind::prefill);
   CHECK(window_indices(space) == rows_of({{0, -1, -1}, {0, 1, -1}, {0, 1, 2}, {1, 2, 3}, {2, 3, 4}}));
@@ -403,7 +403,7 @@ TEST_CASE("IndexSpace: kinds and offsets and positions it does not hold") {
   CHECK_THROWS_AS(IndexSpace::for_call(0, 0, 8), std::invalid_argument);
 }
 
-TEST_CASE("hca_indices: prefill and decode and chunked (spec 8)") {
+TEST_CASE("hca_indices: prefill and decode and chunked (model.py get_compress_topk_idxs)") {
   // prefill s = 9, r = 4: [9, 2], offset s = 9
   CHECK(hca_indices(IndexSpace::for_call(0, 9, 3), 4) ==
         rows_of({{-1, -1}, {-1, -1}, {-1, -1}, {9, -1}, {9, -1}, {9, -1}, {9, -1}, {9, 10}, {9, 10}}));

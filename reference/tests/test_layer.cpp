@@ -1,7 +1,7 @@
 // The attention layer over the KV cache: any split of a sequence into calls (one prefill, prefill
 // then one-token decodes, chunked continuation at random points) gives bitwise the same result for
 // every token; the ring and paged caches give bitwise the same calls; a batch equals its sequences
-// run alone; every call's index lists name exactly the keys spec section 9 says a token attends to.
+// run alone; every call's index lists name exactly the keys docs/math.md "topk_idxs" says a token attends to.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -40,7 +40,7 @@ struct LogicalKey {
 };
 
 // The key that row `idx` of a call's kv matrix holds for the query at position t. The layouts
-// (spec section 4 and index_lists.h): prefill [the call's s tokens; entries], decode [ring slots
+// (docs/math.md "index spaces" and index_lists.h): prefill [the call's s tokens; entries], decode [ring slots
 // after the write; entries], chunked [ring slots before the call; the call's s tokens; entries].
 // A ring slot holds the latest position congruent to it mod W that the cache had written.
 LogicalKey logical_key(int64_t start, int64_t s, int W, int64_t t, int32_t idx) {
@@ -72,7 +72,7 @@ std::vector<LogicalKey> expected_indexer_picks(const Mat& scores, Index row, int
   return picks;
 }
 
-// One call's shapes and index lists against spec sections 4.1, 7, 8 and 9.
+// One call's shapes and index lists against docs/math.md "indexer/topk" and "topk_idxs".
 void check_call_structure(const Call& call, const ModelConfig& cfg, int ratio) {
   const StageOutputs& o = call.out;
   const int64_t s = o.out.rows(), start = call.start, end = start + s;
@@ -276,7 +276,7 @@ TEST_CASE("ratio 0 prefill == prefill + decodes == chunked and ring == paged bit
 TEST_CASE("ratio 4 prefill == prefill + decodes == chunked and ring == paged bitwise") { check_call_splits(4, 150); }
 TEST_CASE("ratio 128 prefill == prefill + decodes == chunked and ring == paged bitwise") { check_call_splits(128, 300); }
 
-// Brute-force attention of token t over the keys spec section 9 names, written from the formula:
+// Brute-force attention of token t over the keys docs/math.md "topk_idxs" names, written from the formula:
 // the window positions max(0, t-W+1)..t (values: the window kv), the compressed entries (every
 // complete block for HCA; the indexer's top-k by score, lower index on ties, for CSA), and the sink
 // as a logit with a zero value: o_h = sum_j e^(s_j - M) v_j / (sum_j e^(s_j - M) + e^(sink_h - M)).

@@ -182,7 +182,7 @@ TEST_CASE("e2m1: all 16 codes decode and re-encode, the grid") {
 }
 
 TEST_CASE("e2m1: the spec's tie table, every midpoint, saturation, NaN") {
-  // dsv4-attention.md 5.2 / verification-practice.md 2.3 (CUDA cvt.rn.satfinite, RNE).
+  // DeepSeek's fp4_act_quant and CUDA's cvt.rn.satfinite both round to nearest even (docs/math.md).
   const std::pair<double, double> ties[] = {{0.25, 0}, {0.75, 1}, {1.25, 1}, {1.75, 2},
                                             {2.5, 2},  {3.5, 4},  {5, 4}};
   for (auto [x, expected] : ties) {

@@ -1,5 +1,5 @@
 // sparse_mqa against an independent fp64 softmax written with a log-sum-exp, and the adversarial
-// inputs of production-kernels.md section 11.B: invalid slots anywhere (whole 64-blocks, the first
+// inputs the engines' kernels are known to fail on (docs/tolerances.md): invalid slots anywhere (whole 64-blocks, the first
 // one included: vLLM #48364), NaN in unreferenced kv rows, duplicate indices, sinks of +-inf and
 // out-of-range indices.
 #include <doctest/doctest.h>

@@ -6,7 +6,7 @@ for bit.
     python3 verify/adapters/check_standins_vs_tilelang.py --inference-dir PATH/inference
 
 Needs a CUDA GPU, torch and tilelang (fast_hadamard_transform too, else the Hadamard row is
-skipped). Inputs include the rounding ties of spec dsv4-attention.md 5.1 / 5.2 and the index
+skipped). Inputs include the rounding ties of act_quant and fp4_act_quant (docs/deepseek-capture.md) and the index
 patterns of 5.4 (several 64-blocks, -1 holes, padding).
 """
 import argparse

@@ -5,7 +5,7 @@ The user supplies the `inference/` folder of DeepSeek-V4 (model.py, kernel.py, c
 project never ships it). The adapter imports that model.py unchanged, builds ONLY the Attention
 modules of the chosen layers with random weights in the checkpoint's dtypes, runs one prefill call
 and `--decode` one-token calls over a batch, and records every stage as the official code computed
-it, in the layout of spec capture-format.md. See docs/deepseek-capture.md.
+it, in the layout of docs/capture-format.md. See docs/deepseek-capture.md.
 
     python3 verify/adapters/deepseek_capture.py --inference-dir PATH/inference --out cap.h5 \
         [--config tiny|flash|FILE.json] [--layers 0,1,2] [--batch 2] [--prefill 37] [--decode 5] \

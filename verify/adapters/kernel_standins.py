@@ -6,7 +6,7 @@ CPU (or on a GPU without TileLang), `deepseek_capture.py` registers this file as
 `kernel` and `HADAMARD_MODULE` below as the module `fast_hadamard_transform` before it imports
 `model.py`. The official files are never edited.
 
-Every function computes the numerics that spec dsv4-attention.md section 5 pins for the current
+Every function computes the numerics that docs/deepseek-capture.md ("The kernel stand-ins") pins for the current
 kernel.py (sha256 59b32508...): the same block sizes, the same power-of-two scale rule, the same
 clamps and casts, the same online-softmax structure. Where the GPU's order of fp32 additions is not
 knowable (inside a GEMM tile), a sum is taken exactly in float64 and rounded once to float32; the
@@ -24,10 +24,10 @@ import torch
 
 FP8_E4M3_MAX = 448.0
 FP4_E2M1_MAX = 6.0
-ACT_AMAX_FLOOR = 1e-4               # act_quant: amax = max(amax, 1e-4)          (spec 5.1)
-FP4_AMAX_FLOOR = 6.0 * 2.0 ** -126  # fp4_act_quant: amax = max(amax, 6*2^-126)  (spec 5.2)
-GEMM_K_BLOCK = 128                  # fp8_gemm: scales per 128 along K, weights in 128x128 blocks (spec 5.3)
-ATTN_KV_BLOCK = 64                  # sparse_attn walks the index list in blocks of 64        (spec 5.4)
+ACT_AMAX_FLOOR = 1e-4               # act_quant: amax = max(amax, 1e-4)          (docs/deepseek-capture.md)
+FP4_AMAX_FLOOR = 6.0 * 2.0 ** -126  # fp4_act_quant: amax = max(amax, 6*2^-126)  (docs/deepseek-capture.md)
+GEMM_K_BLOCK = 128                  # fp8_gemm: scales per 128 along K, weights in 128x128 blocks (docs/deepseek-capture.md)
+ATTN_KV_BLOCK = 64                  # sparse_attn walks the index list in blocks of 64        (docs/deepseek-capture.md)
 
 
 # --------------------------------------------------------------------------------------------
@@ -42,7 +42,7 @@ def pow2_ceil(v: torch.Tensor) -> torch.Tensor:
     """2^ceil(log2 v) for positive normal float32 v, read from the IEEE fields.
 
     v = 2^(E-127) * 1.m: the result is 2^(E-127) when m == 0, else 2^(E-127+1). Built back from
-    the biased exponent so that it is exact (spec 5.1: "the ceil is done via the IEEE bits").
+    the biased exponent so that it is exact (kernel.py: the ceiling is read from the IEEE bits).
     """
     assert v.dtype == torch.float32
     bits = v.contiguous().view(torch.int32)
@@ -65,7 +65,7 @@ def _expand_blocks(s: torch.Tensor, block: int) -> torch.Tensor:
 
 
 # --------------------------------------------------------------------------------------------
-# act_quant: FP8 e4m3 block quantisation (spec 5.1)
+# act_quant: FP8 e4m3 block quantisation (docs/deepseek-capture.md)
 # --------------------------------------------------------------------------------------------
 
 def act_scales(x: torch.Tensor, block_size: int, scale_fmt: Optional[str]) -> torch.Tensor:
@@ -96,7 +96,7 @@ def act_quant(x: torch.Tensor, block_size: int = 128, scale_fmt: Optional[str] =
 
 
 # --------------------------------------------------------------------------------------------
-# fp4_act_quant: FP4 e2m1 block fake-quantisation (spec 5.2)
+# fp4_act_quant: FP4 e2m1 block fake-quantisation (docs/deepseek-capture.md)
 # --------------------------------------------------------------------------------------------
 
 def round_to_e2m1(v: torch.Tensor) -> torch.Tensor:
@@ -132,7 +132,7 @@ def fp4_act_quant(x: torch.Tensor, block_size: int = 32, inplace: bool = False):
 
 
 # --------------------------------------------------------------------------------------------
-# fp8_gemm: block-scaled FP8 GEMM (spec 5.3)
+# fp8_gemm: block-scaled FP8 GEMM (docs/deepseek-capture.md)
 # --------------------------------------------------------------------------------------------
 
 def fp8_gemm(a: torch.Tensor, a_s: torch.Tensor, b: torch.Tensor, b_s: torch.Tensor,
@@ -162,7 +162,7 @@ def fp8_gemm(a: torch.Tensor, a_s: torch.Tensor, b: torch.Tensor, b_s: torch.Ten
 
 
 # --------------------------------------------------------------------------------------------
-# sparse_attn: gather attention with a sink, online softmax over blocks of 64 (spec 5.4)
+# sparse_attn: gather attention with a sink, online softmax over blocks of 64 (docs/deepseek-capture.md)
 # --------------------------------------------------------------------------------------------
 
 def sparse_attn(q: torch.Tensor, kv: torch.Tensor, attn_sink: torch.Tensor, topk_idxs: torch.Tensor,

@@ -64,7 +64,7 @@ TEST_CASE("weight table: the 18 weights of capture-format.md with spec 2.1's lin
   CHECK(table == spec);
 }
 
-TEST_CASE("weight shapes: Flash values of dsv4-attention.md section 10") {
+TEST_CASE("weight shapes: Flash values of the checkpoint (docs/capture-format.md)") {
   const auto flash = dsv4::ref::ModelConfig::flash();
   CHECK(weight_shape("wq_a", flash, 4) == Shape{1024, 4096});
   CHECK(weight_shape("wq_b", flash, 4) == Shape{32768, 1024});
