@@ -19,6 +19,10 @@ void launch_v2(const PrefillParams& p, Probs probs, cudaStream_t stream);
 // v3 (sparse_mqa_v3.cu, sm_90a): 384 threads per (query row, 64 heads[, split]); splits as v2.
 void launch_v3(const DecodeParams& p, Probs probs, int splits, void* workspace, cudaStream_t stream);
 void launch_v3(const PrefillParams& p, Probs probs, cudaStream_t stream);
+// v4 (sparse_mqa_v4.cu, sm_90a): v3's producer, consumers that each compute the whole block (S for
+// all 64 slots, P in registers) and never wait for each other; splits as v2.
+void launch_v4(const DecodeParams& p, Probs probs, int splits, void* workspace, cudaStream_t stream);
+void launch_v4(const PrefillParams& p, Probs probs, cudaStream_t stream);
 
 size_t split_workspace_bytes(int64_t rows, int n_heads, int splits);
 

@@ -50,7 +50,10 @@ using ::dsv4::cuda::Variant;
 //       cp.async double buffering, split-KV plus a combine kernel when the grid would not fill the GPU;
 //       n_heads a multiple of 64, head_dim 512;
 //   v3  sm_90a: wgmma from shared memory, a producer warpgroup gathering (and dequantizing) the rows
-//       into a pipeline of bf16 tiles, two consumer warpgroups for QK and PV; shapes as v2.
+//       into a pipeline of bf16 tiles, two consumer warpgroups for QK and PV; shapes as v2;
+//   v4  sm_90a: v3's producer; each consumer warpgroup computes the whole block (QK over all 64
+//       slots, its own softmax, P V for its 256 dims with P from registers), the two never wait for
+//       each other; shapes as v2.
 
 // One MODEL1 pool of pages: page p at bytes + p * Model1Layout{page_size}.page_bytes().
 struct PagedPool {

@@ -1,9 +1,11 @@
-// The probe kernels of v3_probes.h: v3's own pieces (v3_pieces.cuh) on one block, nothing else.
+// The probe kernels of v3_probes.h: v3's and v4's own pieces (v3_pieces.cuh, v4_pieces.cuh) on one
+// block, nothing else.
 #include "cuda/attention/v3_probes.h"
 
 #include <cuda_runtime.h>
 
 #include "cuda/attention/v3_pieces.cuh"
+#include "cuda/attention/v4_pieces.cuh"
 #include "cuda/common/cuda_check.h"
 
 namespace dsv4::cuda::attention::probes {
@@ -70,6 +72,39 @@ __global__ void __launch_bounds__(256, 1) pv_probe(const uint16_t* p, const uint
   for (int e = 0; e < 128; ++e) o[acc_row(t, e) * 512 + kDimsPerConsumer * c + acc_col(t, e)] = acc[e];
 }
 
+__global__ void __launch_bounds__(256, 1) qk_all_probe(const uint16_t* q, const uint16_t* k, float* s) {
+  extern __shared__ __align__(1024) unsigned char raw[];
+  const Tiles T = tiles(raw);
+  fill_tile(T.ptr, q);
+  fill_tile(T.ptr + kTile, k);
+  sm90::fence_proxy_async();
+  __syncthreads();
+  const int c = threadIdx.x >> 7, t = threadIdx.x & 127;
+  float acc[32];
+  v4::qk_block_all(T.base, T.base + kTile, acc);
+#pragma unroll
+  for (int e = 0; e < 32; ++e) s[(c * 64 + acc_row(t, e)) * 64 + acc_col(t, e)] = acc[e];
+}
+
+template <int kPlanes>
+__global__ void __launch_bounds__(256, 1) pv_regs_probe(const float* prob, const uint16_t* v, float* o) {
+  extern __shared__ __align__(1024) unsigned char raw[];
+  const Tiles T = tiles(raw);
+  fill_tile(T.ptr + kTile, v);
+  sm90::fence_proxy_async();
+  __syncthreads();
+  const int c = threadIdx.x >> 7, t = threadIdx.x & 127;
+  float p[32];
+#pragma unroll
+  for (int e = 0; e < 32; ++e) p[e] = prob[acc_row(t, e) * 64 + acc_col(t, e)];
+  float acc[128];
+#pragma unroll
+  for (int e = 0; e < 128; ++e) acc[e] = 0.0f;
+  v4::pv_block_regs<kPlanes>(p, T.base + kTile, c, acc);
+#pragma unroll
+  for (int e = 0; e < 128; ++e) o[acc_row(t, e) * 512 + kDimsPerConsumer * c + acc_col(t, e)] = acc[e];
+}
+
 // 128 threads: the producer warpgroup.
 __global__ void __launch_bounds__(128, 1) decode_block_probe(DecodeParams p, int64_t row, int blk, uint16_t* rows,
                                                               uint32_t* mask) {
@@ -97,6 +132,23 @@ void allow_smem(Kernel* kernel) {
 }
 
 }  // namespace
+
+void v4_qk_tile(const uint16_t* q, const uint16_t* k, float* s) {
+  allow_smem(qk_all_probe);
+  qk_all_probe<<<1, 256, kSmem>>>(q, k, s);
+  CUDA_CHECK_LAUNCH();
+}
+
+void v4_pv_tile(const float* prob, const uint16_t* v, int planes, float* o) {
+  if (planes == 1) {
+    allow_smem(pv_regs_probe<1>);
+    pv_regs_probe<1><<<1, 256, kSmem>>>(prob, v, o);
+  } else {
+    allow_smem(pv_regs_probe<3>);
+    pv_regs_probe<3><<<1, 256, kSmem>>>(prob, v, o);
+  }
+  CUDA_CHECK_LAUNCH();
+}
 
 void v3_qk_tile(const uint16_t* q, const uint16_t* k, float* s) {
   allow_smem(qk_probe);

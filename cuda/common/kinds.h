@@ -11,13 +11,14 @@ namespace dsv4::cuda {
 // Hadamard + FP4).
 enum class Kind { main, indexer };
 
-enum class Variant { v1, v2, v3 };
+enum class Variant { v1, v2, v3, v4 };
 
 inline const char* variant_name(Variant v) {
   switch (v) {
     case Variant::v1: return "v1";
     case Variant::v2: return "v2";
     case Variant::v3: return "v3";
+    case Variant::v4: return "v4";
   }
   return "?";
 }

@@ -199,7 +199,7 @@ void check_decode(const DecodeCase& c, Variant v, Probs probs) {
   CHECK_MESSAGE(lse.ok, lse.report);
 }
 
-const std::vector<Variant> kVersions = {Variant::v1, Variant::v2, Variant::v3};
+const std::vector<Variant> kVersions = {Variant::v1, Variant::v2, Variant::v3, Variant::v4};
 
 void check_prefill(const PrefillCase& c, Variant v, Probs probs);
 const std::vector<Probs> kProbs = {Probs::bf16, Probs::fp32};
@@ -309,6 +309,69 @@ TEST_CASE("v3 pieces: one wgmma PV tile (the k tile read transposed as V) is the
   }
 }
 
+TEST_CASE("v4 pieces: each consumer's QK over all 64 slots is the exact product, both copies") {
+  const auto c_in = inputs("v4_pieces", "qk tile");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
+  const std::vector<uint16_t> q = grid_codes(64 * 512, gen), k = grid_codes(64 * 512, gen);
+  DeviceBuffer<uint16_t> dq(q), dk(k);
+  GuardedBuffer<float> ds(2 * 64 * 64);
+  ds.poison(0xFF);
+  probes::v4_qk_tile(dq.get(), dk.get(), ds.get());
+  CUDA_CHECK(cudaDeviceSynchronize());
+  CHECK(ds.damaged_guard_bytes() == 0);
+  std::vector<double> want(2 * 64 * 64);
+  for (int h = 0; h < 64; ++h)
+    for (int j = 0; j < 64; ++j) {
+      double acc = 0;
+      for (int d = 0; d < 512; ++d)
+        acc += static_cast<double>(ref::bf16_decode(q[static_cast<size_t>(h * 512 + d)])) * ref::bf16_decode(k[static_cast<size_t>(j * 512 + d)]);
+      want[static_cast<size_t>(h * 64 + j)] = want[static_cast<size_t>(4096 + h * 64 + j)] = acc;
+    }
+  check_exact(ds.download(), want, 64, "S = q k^T (row: consumer * 64 + head, column: slot)");
+}
+
+TEST_CASE("v4 pieces: one PV tile with P from registers is the exact product, 1 and 3 planes") {
+  const auto c_in = inputs("v4_pieces", "pv tile");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
+  for (int planes : {1, 3}) {
+    CAPTURE(planes);
+    // planes 1: P on the bf16 grid (k/8), V from grid_codes; every sum exact in fp32.
+    // planes 3: P = u / 2^17 with 17 significant bits (so that the split needs all three planes: the
+    // third carries the last bit), V in {-1/8, 0, 1/8}: products are multiples of 2^-20 and every
+    // partial sum stays below 2^3, so the fp32 accumulation is exact as well.
+    std::vector<float> prob(64 * 64);
+    std::vector<uint16_t> v;
+    if (planes == 1) {
+      const std::vector<uint16_t> pc = grid_codes(64 * 64, gen);
+      for (size_t i = 0; i < prob.size(); ++i) prob[i] = ref::bf16_decode(pc[i]);
+      v = grid_codes(64 * 512, gen);
+    } else {
+      std::uniform_int_distribution<int> u(1 << 16, (1 << 17) - 1), w(-1, 1);
+      for (float& x : prob) x = static_cast<float>(u(gen)) * 0x1p-17f;
+      v.resize(64 * 512);
+      for (uint16_t& x : v) x = ref::bf16_encode(static_cast<float>(w(gen)) * 0.125f);
+    }
+    DeviceBuffer<float> dp(prob);
+    DeviceBuffer<uint16_t> dv(v);
+    GuardedBuffer<float> dout(64 * 512);
+    dout.poison(0xFF);
+    probes::v4_pv_tile(dp.get(), dv.get(), planes, dout.get());
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK(dout.damaged_guard_bytes() == 0);
+    std::vector<double> want(64 * 512, 0.0);
+    for (int h = 0; h < 64; ++h)
+      for (int j = 0; j < 64; ++j) {
+        const double w = prob[static_cast<size_t>(h * 64 + j)];  // planes 3 sum to it exactly; planes 1: on the grid
+        for (int d = 0; d < 512; ++d) want[static_cast<size_t>(h * 512 + d)] += w * ref::bf16_decode(v[static_cast<size_t>(j * 512 + d)]);
+      }
+    check_exact(dout.download(), want, 512, "O = P V (row: head, column: dim)");
+  }
+}
+
 TEST_CASE("v3 pieces: the producer gathers and dequantizes decode blocks exactly, invalid slots as zeros") {
   const auto c_in = inputs("v3_pieces", "producer blocks");
   if (!c_in) return;  // DSV4_CASE names other inputs
@@ -400,6 +463,8 @@ TEST_CASE("sanitizer: small decode and prefill on every version") {
   check_decode(cw, Variant::v2, Probs::bf16);
   check_decode(cw, Variant::v3, Probs::bf16);
   check_decode(cw, Variant::v3, Probs::fp32);
+  check_decode(cw, Variant::v4, Probs::bf16);
+  check_decode(cw, Variant::v4, Probs::fp32);
 }
 
 TEST_CASE("decode: V4-Flash and V4-Pro shapes, every version and probability rounding") {
@@ -587,9 +652,10 @@ TEST_CASE("decode: bad arguments throw before launching") {
   a.out = out.get();
   a.lse = lse.get();
   DecodeArgs bad = a;
-  bad.n_heads = 48;  // v2 and v3 need a multiple of 64
+  bad.n_heads = 48;  // v2, v3 and v4 need a multiple of 64
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v2), std::invalid_argument);
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v3), std::invalid_argument);
+  CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v4), std::invalid_argument);
   bad = a;
   bad.out = nullptr;
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v1), std::invalid_argument);
@@ -600,7 +666,7 @@ TEST_CASE("decode: bad arguments throw before launching") {
   bad.list.topk = -1;
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v1), std::invalid_argument);
   // a shape that splits (b 1) without its workspace
-  for (Variant v : {Variant::v2, Variant::v3})
+  for (Variant v : {Variant::v2, Variant::v3, Variant::v4})
     if (decode_workspace_bytes(a, v) > 0) CHECK_THROWS_AS(sparse_mqa_decode(a, v), std::invalid_argument);
   PrefillArgs p;
   p.s_q = 1;
@@ -609,6 +675,7 @@ TEST_CASE("decode: bad arguments throw before launching") {
   CHECK_THROWS_AS(sparse_mqa_prefill(p, Variant::v1), std::invalid_argument);
   p.head_dim = 128;  // v1 only
   CHECK_THROWS_AS(sparse_mqa_prefill(p, Variant::v3), std::invalid_argument);
+  CHECK_THROWS_AS(sparse_mqa_prefill(p, Variant::v4), std::invalid_argument);
 }
 
 // ---- prefill ------------------------------------------------------------------------------------

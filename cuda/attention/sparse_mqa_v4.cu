@@ -1,0 +1,212 @@
+// v4: v3 with independent consumers (sm_90a). The producer warpgroup and the 2-stage ring of k tiles
+// are v3's (v3_producer.cuh); what changes is the consumers' work per block of 64 slots
+// (docs/cuda-attention.md has the design, the measurement that led to it and the prediction):
+//
+//   v3: consumer c computes S for slots 32c..32c+31, the two exchange their block maxima through
+//       shared memory (named barrier), write their halves of P to shared memory (fence, named
+//       barrier) and each multiplies all of P by the V dims it owns: the two warpgroups run in
+//       lockstep, twice per block, and the tensor cores idle during every softmax.
+//   v4: each consumer computes S for all 64 slots (wgmma m64n64k16: the QK work is done twice, the
+//       shared-memory reads of q twice as before), its own softmax over the block (the same maxima
+//       and sums in both: the same instructions on the same bits), and O = O r + P V for the 256
+//       dims it owns with P from its registers (wgmma m64n256k16, A from registers: no p tiles, no
+//       proxy fence). The consumers never wait for each other; they drift apart, so that one's
+//       softmax runs while the other's wgmmas use the tensor cores, and the block's stage is
+//       released by each as soon as its own P V is done (the mbarrier counts both).
+// Epilogue as v3, without the exchange of the row sums (each consumer holds the whole sum).
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "cuda/attention/kernel_params.cuh"
+#include "cuda/attention/launchers.h"
+#include "cuda/attention/split_combine.cuh"
+#include "cuda/attention/v3_producer.cuh"
+#include "cuda/attention/v4_pieces.cuh"
+#include "cuda/common/cuda_check.h"
+
+namespace dsv4::cuda::attention::detail {
+namespace {
+
+using namespace v3;
+
+constexpr int kProducerRegs = 104;
+constexpr int kConsumerRegs = 200;
+constexpr int kPTiles = 0;  // P lives in the consumers' registers
+static_assert(plan(kPTiles).k[1] == kTile * 2, "Block::stage computes the plan's k tiles");
+static_assert(plan(kPTiles).mask % 8 == 0, "a stage's four 16-bit validity words are read as one 64-bit word");
+static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 384 * 168,
+              "the warpgroups' registers fit what a 384-thread block is launched with (168 each)");
+
+template <class Params, int kPlanes>
+__device__ void consume(const Params& p, const Block& b, int begin, int end, int64_t row, int head_base, int splits,
+                        int split, SplitOut ws) {
+  const int c = static_cast<int>(threadIdx.x >> 7) - 1;  // consumer 0 or 1: dims 256c .. 256c+255
+  const int t = threadIdx.x & 127;
+  const int rows[2] = {acc_row(t, 0), acc_row(t, 2)};  // the two heads this thread's fragments hold
+
+  float o[128];
+#pragma unroll
+  for (int e = 0; e < 128; ++e) o[e] = 0.0f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+
+  for (int blk = begin; blk < end; ++blk) {
+    const int i = blk - begin, s = i & 1;
+    const Stage st = b.stage(s);
+    sm90::mbarrier_wait(st.full, (i >> 1) & 1);
+    const uint64_t valid = *reinterpret_cast<const uint64_t*>(st.mask);  // bit j: slot j of the block
+    if (valid == 0) {  // a block without a valid slot changes nothing
+      sm90::mbarrier_arrive(st.empty);
+      continue;
+    }
+    float s_acc[32];
+    v4::qk_block_all(b.base + b.plan.q, st.tile, s_acc);
+
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int e = 0; e < 32; ++e) {
+      const bool ok = (valid >> acc_col(t, e)) & 1u;
+      s_acc[e] = ok ? s_acc[e] * p.scale : -INFINITY;
+      mx[(e >> 1) & 1] = fmaxf(mx[(e >> 1) & 1], s_acc[e]);
+    }
+    float rescale[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xFFFFFFFFu, mx[h], 1));
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xFFFFFFFFu, mx[h], 2));
+      const float m_new = fmaxf(m_run[h], mx[h]);  // finite: the block has a valid slot
+      rescale[h] = expf(m_run[h] - m_new);         // 0 before the first valid slot (m_run = -inf)
+      m_run[h] = m_new;
+    }
+#pragma unroll
+    for (int e = 0; e < 32; ++e) {
+      const bool ok = (valid >> acc_col(t, e)) & 1u;
+      s_acc[e] = ok ? expf(s_acc[e] - m_run[(e >> 1) & 1]) : 0.0f;  // now p
+      sum[(e >> 1) & 1] += s_acc[e];
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      sum[h] += __shfl_xor_sync(0xFFFFFFFFu, sum[h], 1);
+      sum[h] += __shfl_xor_sync(0xFFFFFFFFu, sum[h], 2);
+      l_run[h] = l_run[h] * rescale[h] + sum[h];
+    }
+#pragma unroll
+    for (int e = 0; e < 128; ++e) o[e] *= rescale[(e >> 1) & 1];
+    v4::pv_block_regs<kPlanes>(s_acc, st.tile, c, o);
+    sm90::mbarrier_arrive(st.empty);
+  }
+
+  const int d0 = kDimsPerConsumer * c;
+  if (splits == 1) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int head = head_base + rows[h];
+      const float sink = p.sink ? p.sink[head] : -INFINITY;
+      const float den = l_run[h] + expf(sink - m_run[h]);
+      uint16_t* out = p.out_row(row, head) + d0;
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        const int e = 4 * j + 2 * h;
+        const float x0 = l_run[h] > 0.0f ? o[e] / den : 0.0f;
+        const float x1 = l_run[h] > 0.0f ? o[e + 1] / den : 0.0f;
+        *reinterpret_cast<uint32_t*>(out + acc_col(t, e)) =
+            static_cast<uint32_t>(bf16_bits(x0)) | (static_cast<uint32_t>(bf16_bits(x1)) << 16);
+      }
+      if (c == 0 && (t & 3) == 0) {
+        if (float* lse = p.lse_at(row, head)) *lse = l_run[h] > 0.0f ? m_run[h] + logf(l_run[h]) : INFINITY;
+        if (float* ml = p.max_logit_at(row, head)) *ml = l_run[h] > 0.0f ? m_run[h] : -INFINITY;
+      }
+    }
+    return;
+  }
+  const int64_t part = (static_cast<int64_t>(split) * p.rows() + row) * p.n_heads + head_base;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float* o_part = ws.o + (part + rows[h]) * kHeadDim + d0;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const int e = 4 * j + 2 * h;
+      *reinterpret_cast<float2*>(o_part + acc_col(t, e)) = make_float2(o[e], o[e + 1]);
+    }
+    if (c == 0 && (t & 3) == 0) {
+      ws.m[part + rows[h]] = m_run[h];
+      ws.l[part + rows[h]] = l_run[h];
+    }
+  }
+}
+
+template <class Params, int kPlanes>
+__global__ void __launch_bounds__(kThreads, 1) sparse_mqa_v4_kernel(Params p, int splits, SplitOut ws) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw = mma::smem_addr(smem_raw);
+  Block b;
+  b.base = (raw + 1023u) & ~1023u;
+  b.ptr = smem_raw + (b.base - raw);
+  b.plan = plan(kPTiles);
+
+  const int groups = p.n_heads / layout::kRows;
+  const int split = static_cast<int>(blockIdx.x % splits);
+  const int64_t rest = blockIdx.x / splits;
+  const int group = static_cast<int>(rest % groups);
+  const int64_t row = rest / groups;
+  const int head_base = group * layout::kRows;
+
+  const auto rs = p.row_slots(row);
+  const int n_blocks = (rs.total() + layout::kRows - 1) / layout::kRows;
+  const int per_split = (n_blocks + splits - 1) / splits;
+  const int begin = min(n_blocks, split * per_split);
+  const int end = min(n_blocks, begin + per_split);
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      sm90::mbarrier_init(b.stage(s).full, 128);   // every producer thread
+      sm90::mbarrier_init(b.stage(s).empty, 256);  // every consumer thread
+    }
+    sm90::fence_mbarrier_init();
+  }
+  __syncthreads();
+
+  if (threadIdx.x < 128) {
+    sm90::setmaxnreg_dec<kProducerRegs>();
+    produce(p, rs, b, begin, end, p.q_row(row, head_base));
+  } else {
+    sm90::setmaxnreg_inc<kConsumerRegs>();
+    consume<Params, kPlanes>(p, b, begin, end, row, head_base, splits, split, ws);
+  }
+}
+
+template <class Params, int kPlanes>
+void launch_kernel(const Params& p, int splits, SplitOut ws, cudaStream_t stream) {
+  auto* kernel = sparse_mqa_v4_kernel<Params, kPlanes>;
+  const uint32_t smem = smem_request(kPTiles);
+  static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  CUDA_CHECK(attr);
+  const int64_t blocks = p.rows() * (p.n_heads / layout::kRows) * splits;
+  if (blocks == 0) return;
+  kernel<<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(p, splits, ws);
+  CUDA_CHECK_LAUNCH();
+  if (splits > 1) {
+    split_combine_kernel<Params><<<static_cast<unsigned>(p.rows() * p.n_heads), 128, 0, stream>>>(p, splits, ws);
+    CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace
+
+void launch_v4(const DecodeParams& p, Probs probs, int splits, void* workspace, cudaStream_t stream) {
+  const SplitOut ws = split_views(workspace, p.rows(), p.n_heads, splits);
+  if (probs == Probs::bf16)
+    launch_kernel<DecodeParams, 1>(p, splits, ws, stream);
+  else
+    launch_kernel<DecodeParams, 3>(p, splits, ws, stream);
+}
+
+void launch_v4(const PrefillParams& p, Probs probs, cudaStream_t stream) {
+  if (probs == Probs::bf16)
+    launch_kernel<PrefillParams, 1>(p, 1, SplitOut{nullptr, nullptr, nullptr}, stream);
+  else
+    launch_kernel<PrefillParams, 3>(p, 1, SplitOut{nullptr, nullptr, nullptr}, stream);
+}
+
+}  // namespace dsv4::cuda::attention::detail

@@ -1,0 +1,70 @@
+#pragma once
+// The consumer pieces of v4 (sparse_mqa_v4.cu), shared with the probe kernels (v3_probes.cu): each
+// consumer warpgroup computes S for all 64 slots of a block (wgmma m64n64k16, A = q, B = the k tile,
+// both from shared memory, as v3's QK but N = 64), and P V for its 256 dims with P taken from its own
+// registers (wgmma m64n256k16, A from registers, B = the k tile read transposed, as v3's PV).
+// Addresses and descriptors: v3_layout.cuh.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/attention/mma_layout.cuh"
+#include "cuda/attention/v3_layout.cuh"
+#include "cuda/attention/wgmma_sm90.cuh"
+#include "cuda/common/numerics.cuh"
+
+namespace dsv4::cuda::attention::v4 {
+
+using namespace v3;
+
+// S (64 heads x 64 slots) = q k^T over 512 dims: 32 wgmma k-steps, then waited for. Element e of the
+// accumulator sits at (acc_row(t, e), acc_col(t, e)), e < 32.
+__device__ __forceinline__ void qk_block_all(uint32_t q_tile, uint32_t k_tile, float (&s)[32]) {
+#pragma unroll
+  for (int e = 0; e < 32; ++e) s[e] = 0.0f;
+  sm90::fence_registers(s);
+  sm90::wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < kHeadDim / 16; ++ks)
+    sm90::wgmma_m64n64k16_ss(s, k_major_desc(k_major_start(q_tile, 0, ks)), k_major_desc(k_major_start(k_tile, 0, ks)), 1);
+  sm90::wgmma_commit();
+  sm90::wgmma_wait<0>();
+  sm90::fence_registers(s);
+}
+
+// The A fragment of k-step ks (slots 16ks .. 16ks+15) from the accumulator layout of S / P: the warp's
+// 16 rows, word k = the pair of elements 8ks + 2k, 8ks + 2k + 1 (row l/4 or l/4 + 8, columns
+// 16ks + 2(l%4) [+ 8]): the accumulator of m64nN and the A operand of m64nNk16 share this layout.
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  return static_cast<uint32_t>(bf16_bits(lo)) | (static_cast<uint32_t>(bf16_bits(hi)) << 16);
+}
+
+// O (64 heads x dims 256c .. 256c+255) += P V over the block's 64 slots. P = bf16(prob) (kPlanes 1),
+// or prob split exactly into three bf16 planes (hi + mid + lo = prob), one plane after the other
+// (each plane's 16 words stay untouched until its wgmmas have completed). `prob` is consumed.
+template <int kPlanes>
+__device__ __forceinline__ void pv_block_regs(float (&prob)[32], uint32_t k_tile, int c, float (&o)[128]) {
+#pragma unroll
+  for (int plane = 0; plane < kPlanes; ++plane) {
+    uint32_t a[4][4];
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int e = 8 * ks + 2 * k;
+        a[ks][k] = pack_bf16(prob[e], prob[e + 1]);
+        prob[e] = prob[e] - bf16_value(static_cast<uint16_t>(a[ks][k] & 0xFFFFu));  // exact: the part still missing
+        prob[e + 1] = prob[e + 1] - bf16_value(static_cast<uint16_t>(a[ks][k] >> 16));
+      }
+    sm90::fence_registers(o);
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)
+      sm90::wgmma_m64n256k16_rs_tb(o, a[ks], mn_major_desc(mn_major_start(k_tile, (kDimsPerConsumer / 64) * c, ks)), 1);
+    sm90::wgmma_commit();
+    sm90::wgmma_wait<0>();
+    sm90::fence_registers(o);
+  }
+}
+
+}  // namespace dsv4::cuda::attention::v4
