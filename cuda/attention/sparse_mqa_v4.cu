@@ -10,9 +10,11 @@
 //       shared-memory reads of q twice as before), its own softmax over the block (the same maxima
 //       and sums in both: the same instructions on the same bits), and O = O r + P V for the 256
 //       dims it owns with P from its registers (wgmma m64n256k16, A from registers: no p tiles, no
-//       proxy fence). The consumers never wait for each other; they drift apart, so that one's
-//       softmax runs while the other's wgmmas use the tensor cores, and the block's stage is
-//       released by each as soon as its own P V is done (the mbarrier counts both).
+//       proxy fence). The consumers exchange nothing; only the order in which they issue their QK
+//       is fixed (ping-pong, two named barriers): consumer 0's QK of block i, then consumer 1's,
+//       then consumer 0's of block i + 1 (issued after consumer 1's of block i), so that one's
+//       softmax runs while the other's wgmmas use the tensor cores. Each releases the block's stage
+//       as soon as its own P V is done (the mbarrier counts both).
 // Epilogue as v3, without the exchange of the row sums (each consumer holds the whole sum).
 #include <cuda_runtime.h>
 
@@ -31,12 +33,22 @@ namespace {
 
 using namespace v3;
 
-constexpr int kProducerRegs = 104;
-constexpr int kConsumerRegs = 200;
+// Register budgets (setmaxnreg) per warpgroup: the consumers hold O (128), S / P (32) and the
+// softmax state; the decode producer holds a token's 74 loaded words, the prefill producer only
+// addresses (cp.async), so prefill gives the consumers 8 more.
+template <class Params> struct Budget;
+template <> struct Budget<DecodeParams> { static constexpr int producer = 104, consumer = 200; };
+template <> struct Budget<PrefillParams> { static constexpr int producer = 88, consumer = 208; };
 constexpr int kPTiles = 0;  // P lives in the consumers' registers
 static_assert(plan(kPTiles).k[1] == kTile * 2, "Block::stage computes the plan's k tiles");
 static_assert(plan(kPTiles).mask % 8 == 0, "a stage's four 16-bit validity words are read as one 64-bit word");
-static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 384 * 168,
+// Ping-pong: consumer c syncs on named barrier kTurn + c before issuing a block's QK and, once
+// issued, arrives on kTurn + (c ^ 1) (256 threads: the arriving and the syncing warpgroup). Consumer
+// 1 arrives on kTurn once before its first block, and consumer 0 syncs on it once after its last
+// one, so that every arrival has its sync (no barrier is left half-arrived at exit).
+constexpr int kTurn = 2;
+static_assert(128 * Budget<DecodeParams>::producer + 256 * Budget<DecodeParams>::consumer <= 384 * 168 &&
+                  128 * Budget<PrefillParams>::producer + 256 * Budget<PrefillParams>::consumer <= 384 * 168,
               "the warpgroups' registers fit what a 384-thread block is launched with (168 each)");
 
 template <class Params, int kPlanes>
@@ -50,6 +62,7 @@ __device__ void consume(const Params& p, const Block& b, int begin, int end, int
 #pragma unroll
   for (int e = 0; e < 128; ++e) o[e] = 0.0f;
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+  if (c == 1) sm90::named_barrier_arrive(kTurn, 256);
 
   for (int blk = begin; blk < end; ++blk) {
     const int i = blk - begin, s = i & 1;
@@ -61,7 +74,8 @@ __device__ void consume(const Params& p, const Block& b, int begin, int end, int
       continue;
     }
     float s_acc[32];
-    v4::qk_block_all(b.base + b.plan.q, st.tile, s_acc);
+    sm90::named_barrier(kTurn + c, 256);  // the other consumer has issued its previous QK
+    v4::qk_block_all(b.base + b.plan.q, st.tile, s_acc, kTurn + (c ^ 1));
 
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -96,6 +110,7 @@ __device__ void consume(const Params& p, const Block& b, int begin, int end, int
     v4::pv_block_regs<kPlanes>(s_acc, st.tile, c, o);
     sm90::mbarrier_arrive(st.empty);
   }
+  if (c == 0) sm90::named_barrier(kTurn, 256);  // consumer 1's last arrival
 
   const int d0 = kDimsPerConsumer * c;
   if (splits == 1) {
@@ -168,10 +183,10 @@ __global__ void __launch_bounds__(kThreads, 1) sparse_mqa_v4_kernel(Params p, in
   __syncthreads();
 
   if (threadIdx.x < 128) {
-    sm90::setmaxnreg_dec<kProducerRegs>();
+    sm90::setmaxnreg_dec<Budget<Params>::producer>();
     produce(p, rs, b, begin, end, p.q_row(row, head_base));
   } else {
-    sm90::setmaxnreg_inc<kConsumerRegs>();
+    sm90::setmaxnreg_inc<Budget<Params>::consumer>();
     consume<Params, kPlanes>(p, b, begin, end, row, head_base, splits, split, ws);
   }
 }

@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(256, 1) qk_all_probe(const uint16_t* q, const 
   __syncthreads();
   const int c = threadIdx.x >> 7, t = threadIdx.x & 127;
   float acc[32];
-  v4::qk_block_all(T.base, T.base + kTile, acc);
+  v4::qk_block_all(T.base, T.base + kTile, acc, -1);
 #pragma unroll
   for (int e = 0; e < 32; ++e) s[(c * 64 + acc_row(t, e)) * 64 + acc_col(t, e)] = acc[e];
 }

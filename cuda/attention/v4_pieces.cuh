@@ -18,8 +18,9 @@ namespace dsv4::cuda::attention::v4 {
 using namespace v3;
 
 // S (64 heads x 64 slots) = q k^T over 512 dims: 32 wgmma k-steps, then waited for. Element e of the
-// accumulator sits at (acc_row(t, e), acc_col(t, e)), e < 32.
-__device__ __forceinline__ void qk_block_all(uint32_t q_tile, uint32_t k_tile, float (&s)[32]) {
+// accumulator sits at (acc_row(t, e), acc_col(t, e)), e < 32. Once the wgmmas are issued (before
+// waiting), arrives on named barrier `issued` (256 threads; < 0: none).
+__device__ __forceinline__ void qk_block_all(uint32_t q_tile, uint32_t k_tile, float (&s)[32], int issued) {
 #pragma unroll
   for (int e = 0; e < 32; ++e) s[e] = 0.0f;
   sm90::fence_registers(s);
@@ -28,6 +29,7 @@ __device__ __forceinline__ void qk_block_all(uint32_t q_tile, uint32_t k_tile, f
   for (int ks = 0; ks < kHeadDim / 16; ++ks)
     sm90::wgmma_m64n64k16_ss(s, k_major_desc(k_major_start(q_tile, 0, ks)), k_major_desc(k_major_start(k_tile, 0, ks)), 1);
   sm90::wgmma_commit();
+  if (issued >= 0) sm90::named_barrier_arrive(issued, 256);
   sm90::wgmma_wait<0>();
   sm90::fence_registers(s);
 }

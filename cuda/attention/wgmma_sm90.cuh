@@ -157,6 +157,11 @@ __device__ __forceinline__ void named_barrier(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
+// Arrives on named barrier `id` without waiting (the other threads of `count` sync on it).
+__device__ __forceinline__ void named_barrier_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
 // Per-warpgroup register budget (every warp of the warpgroup executes it).
 template <int N>
 __device__ __forceinline__ void setmaxnreg_dec() {

@@ -292,6 +292,33 @@ TEST_CASE("v3 wgmma descriptors: every operand element read is the element writt
   }
 }
 
+TEST_CASE("v4 wgmma operands: QK's B over all 64 slots, and P's register fragment, read what they should") {
+  using namespace v3e;
+  const v3::Plan pl = v3::plan(0);  // v4: no p tiles
+  int64_t mismatches = 0;
+  // QK, B = k tile of stage s: slots 0 .. 63 x dims 16ks .. (v4::qk_block_all: N = 64 from row 0)
+  for (int s = 0; s < v3::kStages; ++s)
+    for (int ks = 0; ks < 32; ++ks)
+      for (int n = 0; n < 64; ++n)
+        for (int k = 0; k < 16; ++k)
+          mismatches += k_major_element(v3::k_major_desc(v3::k_major_start(pl.k[s], 0, ks)), n, k) != stored(pl.k[s], n, 16 * ks + k);
+  CHECK(mismatches == 0);
+  // PV's A from registers (v4::pv_block_regs): word k of k-step ks packs accumulator elements
+  // 8ks + 2k (low half) and 8ks + 2k + 1; the A fragment of m64nNk16 (per warp, as mma.m16n8k16's A)
+  // wants in word k: row l/4 + 8(k % 2), columns 2(l % 4) + 8(k / 2) + {0, 1} of the k16 slice.
+  for (int t = 0; t < 128; ++t)
+    for (int ks = 0; ks < 4; ++ks)
+      for (int k = 0; k < 4; ++k)
+        for (int half = 0; half < 2; ++half) {
+          const int e = 8 * ks + 2 * k + half, lane = t % 32;
+          CHECK(v3::acc_row(t, e) == 16 * (t / 32) + lane / 4 + 8 * (k % 2));
+          CHECK(v3::acc_col(t, e) == 16 * ks + 2 * (lane % 4) + 8 * (k / 2) + half);
+        }
+  CHECK(pl.p == pl.xmax);  // no p tiles: P lives in registers
+  CHECK(pl.mask % 8 == 0);  // v4 reads a stage's four 16-bit validity words as one 64-bit word
+  CHECK(v3::smem_request(0) <= 232448u);
+}
+
 TEST_CASE("v3 descriptor encoding: field positions, and a wrong stride is seen") {
   const uint64_t d = v3::descriptor(0x12340, 0x2000, 0x400);
   CHECK((d & 0x3FFF) == 0x1234);
@@ -308,7 +335,7 @@ TEST_CASE("v3 descriptor encoding: field positions, and a wrong stride is seen")
 }
 
 TEST_CASE("v3 fragments: the accumulator map and the producer share each cover their tile once") {
-  for (int n : {32, 256}) {
+  for (int n : {32, 64, 256}) {  // v3's QK, v4's QK, PV
     std::set<int> seen;
     for (int t = 0; t < 128; ++t)
       for (int e = 0; e < n / 2; ++e) {
