@@ -189,7 +189,7 @@ void c128_prefill(const CompressorParams& p, const BatchPlan& plan, const float*
                   cudaStream_t stream) {
   detail::check_params(p, 128, plan.ratio(), plan.max_entry(), "c128_prefill");
   require_main(p, "c128_prefill");
-  detail::require_variant(v != Variant::v2, v, "c128_prefill", "v1, v3");
+  detail::require_variant(v == Variant::v1 || v == Variant::v3, v, "c128_prefill", "v1, v3");
   CompressorArgs a = prefill_args(p, plan, kv, score, state_kv, state_score, entries, pooled);
   if (plan.n_entries() > 0) {
     if (v == Variant::v1) {
@@ -211,7 +211,7 @@ void c128_decode(const CompressorParams& p, const DecodePlan& plan, const float*
                  cudaStream_t stream) {
   detail::check_params(p, 128, plan.ratio(), plan.max_entry(), "c128_decode");
   require_main(p, "c128_decode");
-  detail::require_variant(v != Variant::v2, v, "c128_decode", "v1, v3");
+  detail::require_variant(v == Variant::v1 || v == Variant::v3, v, "c128_decode", "v1, v3");
   if (plan.batch() == 0) return;
   CompressorArgs a = decode_args(p, plan, kv, score, state_kv, state_score, entries, pooled);
   if (v == Variant::v1) {

@@ -158,6 +158,7 @@ void c4_prefill(const CompressorParams& p, const BatchPlan& plan, const float* k
                 float* state_kv, float* state_score, uint16_t* entries, float* pooled, Variant v,
                 cudaStream_t stream) {
   detail::check_params(p, 4, plan.ratio(), plan.max_entry(), "c4_prefill");
+  detail::require_variant(v == Variant::v1 || v == Variant::v2 || v == Variant::v3, v, "c4_prefill", "v1, v2, v3");
   CompressorArgs a = prefill_args(p, plan, kv, score, state_kv, state_score, entries, pooled);
   if (plan.n_entries() > 0) {
     if (v == Variant::v1) {
@@ -180,7 +181,7 @@ void c4_decode(const CompressorParams& p, const DecodePlan& plan, const float* k
                float* state_kv, float* state_score, uint16_t* entries, float* pooled, Variant v,
                cudaStream_t stream) {
   detail::check_params(p, 4, plan.ratio(), plan.max_entry(), "c4_decode");
-  detail::require_variant(v != Variant::v2, v, "c4_decode", "v1, v3");
+  detail::require_variant(v == Variant::v1 || v == Variant::v3, v, "c4_decode", "v1, v3");
   if (plan.batch() == 0) return;
   CompressorArgs a = decode_args(p, plan, kv, score, state_kv, state_score, entries, pooled);
   if (v == Variant::v1) {
