@@ -110,19 +110,30 @@ TEST_CASE("a corrupted attn/core value is the first failure in stage-local repla
   CHECK(r.counts().failed == 2);
 }
 
-TEST_CASE("a corrupted early stage is the first failure in chained replay and its consumers still pass") {
+TEST_CASE("a corrupted early stage is the first failure in chained replay; a consumer inconsistent with it fails on its own error") {
   Capture c = synth({128}, {13, 1});
   dataset(c, 0, 0, "kv").values[5] += 1.0;
   const Report r = replay(c, ReplayMode::chained);
   REQUIRE(r.first_failure().has_value());
   CHECK(*r.first_failure() == StageId{0, 0, "kv"});
-  // Chained: every later stage reads the replay's own kv, so only kv itself fails.
-  CHECK(r.counts().failed == 1);
+  // Chained metrics compare against the oracle's end-to-end values: attn/core, computed by the oracle
+  // from its own (clean) kv, equals the captured core bit for bit. The verdict is the stage's own
+  // error: attention recomputed from the captured (corrupted) kv differs from the captured core, as
+  // an engine whose attention read another kv than the one it reported would. So attn/core fails
+  // with a chained max_abs of 0 and its note says why.
+  const Record& core = record(r, 0, 0, "attn/core");
+  CHECK(core.status == Status::fail);
+  CHECK(std::get<DenseMetrics>(core.metrics).max_abs == 0.0);
+  CHECK(core.note.find("verdict on the stage's own error") != std::string::npos);
+  // Every stage after attention reads the captured attn/core (equal to the clean one): they pass.
+  CHECK(record(r, 0, 0, "attn/out_heads").status == Status::pass);
+  CHECK(r.counts().failed == 2);
 
-  // Stage-local reads the captured kv into attention: kv fails first, attn/core after it.
+  // Stage-local gives the same verdicts, with its metrics against the captured-input recomputation.
   const Report local = replay(c, ReplayMode::stage_local);
   CHECK(*local.first_failure() == StageId{0, 0, "kv"});
   CHECK(record(local, 0, 0, "attn/core").status == Status::fail);
+  CHECK(local.counts().failed == 2);
 }
 
 TEST_CASE("fail-fast stops at the first failing record") {
