@@ -1,5 +1,7 @@
 #include "verify/compare/rounded.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -123,8 +125,8 @@ class Census {
 
 void check_sizes(std::span<const double> a, const char* what, int64_t count, std::span<const int64_t> shape) {
   if (static_cast<int64_t>(a.size()) != count)
-    throw std::invalid_argument(std::string("compare_rounded: shape ") + format_shape(shape) + " has " +
-                                std::to_string(count) + " elements, " + what + " has " + std::to_string(a.size()));
+    throw std::invalid_argument(fmt::format("compare_rounded: shape {} has {} elements, {} has {}", format_shape(shape),
+                                            count, what, a.size()));
 }
 
 // The bound of every element: given, or the row rule atol + atol_rms * rms(row of p) + rtol |p|,
@@ -216,10 +218,9 @@ DenseMetrics compare_rounded(std::span<const double> ref, std::span<const double
   auto check_reference = [&](const Grid& grid, Segment s) {
     for (int64_t i = s.begin; i < s.end; ++i) {
       if (!std::isfinite(pre[i]) || !std::isfinite(ref[i]) || grid.round(pre[i]) == ref[i]) continue;
-      throw std::invalid_argument("compare_rounded: the reference at " + format_shape(unravel(i, shape)) + " is " +
-                                  std::to_string(ref[i]) + ", not the " + reference.format.name() +
-                                  " rounding of its pre-rounding value " + std::to_string(pre[i]) + " (" +
-                                  std::to_string(grid.round(pre[i])) + ")");
+      throw std::invalid_argument(fmt::format(
+          "compare_rounded: the reference at {} is {}, not the {} rounding of its pre-rounding value {} ({})",
+          format_shape(unravel(i, shape)), ref[i], reference.format.name(), pre[i], grid.round(pre[i])));
     }
   };
 

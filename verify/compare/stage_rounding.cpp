@@ -1,6 +1,6 @@
 #include "verify/compare/stage_rounding.h"
 
-#include <array>
+#include "reference/stage_registry.h"
 
 namespace dsv4::verify {
 
@@ -21,21 +21,17 @@ std::optional<RoundingFormat> blocks_or_bf16(const std::optional<ref::BlockForma
 
 std::optional<RoundingFormat> final_rounding(std::string_view stage, const ref::PrecisionPolicy& policy,
                                              const ref::ModelConfig& config) {
-  // Every grid below is reached through the activation storage (a bf16 tensor, or FP8/FP4 values
-  // held in one).
-  if (policy.activations != ref::Storage::bf16) return std::nullopt;
-  static constexpr std::array<std::string_view, 7> kBf16Stages{"q_latent",       "q",         "indexer/weights", "attn/core",
-                                                               "attn/out_heads", "attn/wo_a", "out"};
-  for (std::string_view s : kBf16Stages)
-    if (stage == s) return RoundingFormat::bf16();
-  if (stage == "indexer/scores") {
-    if (policy.indexer_scores != ref::Storage::bf16) return std::nullopt;
-    return RoundingFormat::bf16();
+  // A dense stage held in bf16 (the compressor states are compared on their meaningful rows only,
+  // and the index sets as sets): every grid below is reached through that storage.
+  const ref::StageDef* s = ref::find_stage(stage);
+  if (!s || s->comparison != ref::Comparison::dense || s->storage(policy) != ref::Storage::bf16) return std::nullopt;
+  switch (s->id) {
+    case ref::Stage::kv:
+    case ref::Stage::compressor_entries: return blocks_or_bf16(policy.kv_nope, config.nope_dim());
+    case ref::Stage::indexer_q:
+    case ref::Stage::indexer_compressor_entries: return blocks_or_bf16(policy.indexer_qk, 0);  // every dim
+    default: return RoundingFormat::bf16();
   }
-  if (stage == "kv" || stage == "compressor/entries") return blocks_or_bf16(policy.kv_nope, config.nope_dim());
-  if (stage == "indexer/q" || stage == "indexer/compressor/entries")
-    return blocks_or_bf16(policy.indexer_qk, 0);  // every dim of the row
-  return std::nullopt;
 }
 
 }  // namespace dsv4::verify
