@@ -115,6 +115,7 @@ Record compare_stage(int layer, const CallCapture& call, const ref::CallGeometry
 Record chained_record(Record chained, const Record& own) {
   if (chained.status == Status::missing) return chained;
   chained.status = own.status;
+  chained.verdict = own.metrics;
   std::string verdict = fmt::format("verdict on the stage's own error (against the stage recomputed from the captured "
                                     "inputs): {}", to_string(own.status));
   if (const auto* d = std::get_if<DenseMetrics>(&own.metrics))

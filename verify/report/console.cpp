@@ -57,9 +57,10 @@ std::string stage_status(const StatusCounts& c) {
   return to_string(Status::skipped);
 }
 
-// The key metrics of a stage's worst record, shorter than its full record line.
+// The key metrics of a stage's worst record (of the comparison its verdict comes from), shorter
+// than its full record line.
 std::string key_metrics(const Record& r) {
-  if (const auto* d = std::get_if<DenseMetrics>(&r.metrics)) {
+  if (const auto* d = std::get_if<DenseMetrics>(&r.verdict_metrics())) {
     std::string s = fmt::format("max_abs {} {}  cos_diff {}  worst row cos_diff {}", format_metric(d->max_abs),
                                 format_element(d->max_abs_at), format_metric(d->cos_diff), format_metric(d->rows.cos_diff));
     if (d->rounding) {
@@ -69,7 +70,7 @@ std::string key_metrics(const Record& r) {
     }
     return s;
   }
-  if (const auto* i = std::get_if<IndexSetMetrics>(&r.metrics)) {
+  if (const auto* i = std::get_if<IndexSetMetrics>(&r.verdict_metrics())) {
     return fmt::format("rows {}: exact {}, ties {}, failed {}", i->rows, i->rows_exact, i->rows_tie_equivalent,
                        i->rows_failed);
   }

@@ -201,13 +201,15 @@ json to_json(const Record& r) {
             {"comparator", nullptr},
             {"tolerance", r.tolerance ? to_json(*r.tolerance) : json(nullptr)},
             {"metrics", nullptr}};
-  if (const auto* d = std::get_if<DenseMetrics>(&r.metrics)) {
-    j["comparator"] = d->rounding ? "rounded" : "dense";
-    j["metrics"] = to_json(*d);
-  } else if (const auto* i = std::get_if<IndexSetMetrics>(&r.metrics)) {
-    j["comparator"] = "index_set";
-    j["metrics"] = to_json(*i);
-  }
+  const auto metrics_json = [](const Metrics& m) -> json {
+    if (const auto* d = std::get_if<DenseMetrics>(&m)) return to_json(*d);
+    if (const auto* i = std::get_if<IndexSetMetrics>(&m)) return to_json(*i);
+    return nullptr;
+  };
+  if (const auto* d = std::get_if<DenseMetrics>(&r.metrics)) j["comparator"] = d->rounding ? "rounded" : "dense";
+  else if (std::holds_alternative<IndexSetMetrics>(r.metrics)) j["comparator"] = "index_set";
+  j["metrics"] = metrics_json(r.metrics);
+  j["verdict_metrics"] = r.verdict ? metrics_json(*r.verdict) : json(nullptr);
   return j;
 }
 

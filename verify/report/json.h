@@ -8,7 +8,9 @@
 //    "vacuous_everywhere": [{"stage", "layers"}],
 //    "records": [{"layer", "call", "stage", "status", "shape", "dtype", "note",
 //                 "comparator": "dense" | "rounded" | "index_set" | null, "tolerance": {...} or null,
-//                 "metrics": {...} or null}]}
+//                 "metrics": {...} or null, "verdict_metrics": {...} or null}]}
+// verdict_metrics: the comparison the status comes from when it is not "metrics" (chained replay:
+// the stage against its recomputation from the captured inputs).
 // Dense metrics carry "rows" and "tokens" (the worst group, GroupMetrics), "worst_ratio" with its
 // gate, and for the rounded comparator "rounding" (the flip census, FlipCensus).
 // JSON has no NaN or infinity: a non-finite number is written as the string "nan", "inf" or

@@ -22,8 +22,8 @@ void count(StatusCounts& c, Status s) {
 
 double worst_ratio(const Record& r) {
   if (r.status == Status::vacuous) return 0.0;
-  if (const auto* d = std::get_if<DenseMetrics>(&r.metrics)) return d->worst_ratio;
-  if (const auto* i = std::get_if<IndexSetMetrics>(&r.metrics)) return i->worst_ratio;
+  if (const auto* d = std::get_if<DenseMetrics>(&r.verdict_metrics())) return d->worst_ratio;
+  if (const auto* i = std::get_if<IndexSetMetrics>(&r.verdict_metrics())) return i->worst_ratio;
   return 0.0;
 }
 

@@ -21,6 +21,8 @@ struct StageId {
   bool operator==(const StageId&) const = default;
 };
 
+using Metrics = std::variant<std::monostate, DenseMetrics, IndexSetMetrics>;  // monostate: not compared
+
 struct Record {
   int layer = 0;
   int call = 0;
@@ -28,11 +30,16 @@ struct Record {
   Status status = Status::skipped;
   Shape shape;                   // of the compared dataset
   std::string dtype;             // the dataset's `dtype` attribute (what the producer held), e.g. "bfloat16"
-  std::variant<std::monostate, DenseMetrics, IndexSetMetrics> metrics;  // monostate: not compared
+  Metrics metrics;
+  // The comparison the status comes from when it is not `metrics` (chained replay: the stage
+  // against its own recomputation from the captured inputs, while `metrics` is the distance from
+  // the oracle's chain); nullopt: the status is `metrics`'s.
+  std::optional<Metrics> verdict;
   std::optional<Tolerance> tolerance;  // the row used
   std::string note;              // why MISSING/SKIPPED, or anything the replay wants said
 
   StageId id() const { return {layer, call, stage}; }
+  const Metrics& verdict_metrics() const { return verdict ? *verdict : metrics; }
 };
 
 struct StatusCounts {
@@ -73,8 +80,8 @@ struct Report {
   std::vector<StageSummary> stages() const;
 };
 
-// measured / allowed of a compared record's closest gate (<= 1: passed it); 0 for a record not
-// compared or vacuous.
+// measured / allowed of the closest gate of the comparison a record's status comes from (<= 1:
+// passed it); 0 for a record not compared or vacuous.
 double worst_ratio(const Record& r);
 
 }  // namespace dsv4::verify

@@ -154,7 +154,7 @@ std::vector<std::string> metric_cells(const Record& r) {
 }
 
 std::string rounding_cell(const Record& r) {
-  const auto* d = std::get_if<DenseMetrics>(&r.metrics);
+  const auto* d = std::get_if<DenseMetrics>(&r.verdict_metrics());
   if (!d || !d->rounding) return "";
   const FlipCensus& c = *d->rounding;
   std::string s = fmt::format("rounding {}: {} of {} differ, flips {} ({} explained)", c.format, c.differing,
@@ -183,19 +183,22 @@ std::string group_cell(const Record& r) {
 std::string margin_cell(const Record& r) {
   if (r.status != Status::pass && r.status != Status::fail) return "-";
   const double ratio = worst_ratio(r);
-  if (const auto* d = std::get_if<DenseMetrics>(&r.metrics)) {
-    if (d->worst_ratio_gate.empty()) return "0";
-    return fmt::format("{} of {}", format_ratio(ratio), d->worst_ratio_gate);
+  const std::string own = r.verdict ? " (own error)" : "";
+  if (const auto* d = std::get_if<DenseMetrics>(&r.verdict_metrics())) {
+    if (d->worst_ratio_gate.empty()) return "0" + own;
+    return fmt::format("{} of {}{}", format_ratio(ratio), d->worst_ratio_gate, own);
   }
-  if (std::holds_alternative<IndexSetMetrics>(r.metrics)) return fmt::format("{} of tie window", format_ratio(ratio));
+  if (std::holds_alternative<IndexSetMetrics>(r.verdict_metrics()))
+    return fmt::format("{} of tie window{}", format_ratio(ratio), own);
   return "-";
 }
 
 std::string failure_detail(const Record& r) {
   if (r.status != Status::fail) return "";
   const Tolerance* tol = r.tolerance ? &*r.tolerance : nullptr;
-  if (const auto* d = std::get_if<DenseMetrics>(&r.metrics)) return dense_failure(*d, tol);
-  if (const auto* i = std::get_if<IndexSetMetrics>(&r.metrics)) return index_failure(*i);
+  const std::string own = r.verdict ? "on the stage's own error: " : "";
+  if (const auto* d = std::get_if<DenseMetrics>(&r.verdict_metrics())) return own + dense_failure(*d, tol);
+  if (const auto* i = std::get_if<IndexSetMetrics>(&r.verdict_metrics())) return own + index_failure(*i);
   return "failed";
 }
 

@@ -18,7 +18,7 @@ std::string stage_label(const StageId& id);
 // The metric cells of a compared record, in column order (empty for a record not compared).
 std::vector<std::string> metric_cells(const Record& r);
 
-// The rounding census of a record compared by compare_rounded, in one cell: "rounding e2m1/b32/ue8m0:
+// The rounding census of the comparison a record's verdict comes from (compare_rounded), in one cell: "rounding e2m1/b32/ue8m0:
 // 189 of 40960 differ, flips 189 (189 explained), 0 unexplained, ties 1210 (189 flipped), toward
 // zero 189 / away 0 (p 1.3e-57)"; "" for other records.
 std::string rounding_cell(const Record& r);
@@ -27,11 +27,13 @@ std::string rounding_cell(const Record& r);
 // max_abs/rms 0.031 @[0,3,1,7]"; "" for other records.
 std::string group_cell(const Record& r);
 
-// What failed and against which limits, for a FAIL record ("" otherwise).
+// What failed and against which limits, for a FAIL record ("" otherwise); for a record whose
+// verdict is a comparison of its own (chained), that comparison's.
 std::string failure_detail(const Record& r);
 
 // How close a compared record came to failing: "0.37 of elementwise" (measured / allowed of its
-// closest gate); "-" for a record not compared or vacuous.
+// verdict's closest gate; "(own error)" when that is not the record's metrics); "-" for a record
+// not compared or vacuous.
 std::string margin_cell(const Record& r);
 
 // The command that replays exactly one record: "dsv4-verify replay FILE [options] --layer L

@@ -14,6 +14,7 @@
 #include "verify/report/console.h"
 #include "verify/report/json.h"
 #include "verify/report/markdown.h"
+#include "verify/report/text_cells.h"
 #include "verify/tests/scratch_dir.h"
 
 using namespace dsv4::verify;
@@ -353,4 +354,26 @@ TEST_CASE("JSON and Markdown carry the stage summaries, the worst rows, the cens
   CHECK(text.find("| `compressor/entries` | 0 | 0 | 4 | 0 | - | - |") != std::string::npos);
   CHECK(text.find("- VACUOUS `L1 c0 compressor/entries`") != std::string::npos);
   CHECK(text.find("rounding e2m1/b32/ue8m0") != std::string::npos);
+}
+
+TEST_CASE("a record whose verdict is a comparison of its own (chained) is judged and described by it") {
+  // The chained distance is zero, but the stage against its own recomputation fails.
+  Record r = dense_record(0, 2, "attn/core", {1, 2}, {1, 2}, row(0, 0.1));
+  const Record own = dense_record(0, 2, "attn/core", {1, 2}, {1, 3}, row(0, 0.1));
+  r.status = own.status;
+  r.verdict = own.metrics;
+  Report report;
+  report.file = "c.h5";
+  report.mode = "chained";
+  report.record_options = {"--mode", "chained"};
+  report.records.push_back(r);
+  CHECK(worst_ratio(report.records[0]) == doctest::Approx(5.0));
+  CHECK(margin_cell(report.records[0]) == "5 of elementwise (own error)");
+  CHECK(failure_detail(report.records[0]).rfind("on the stage's own error: failed elementwise", 0) == 0);
+  const json j = to_json(report);
+  CHECK(j["records"][0]["metrics"]["max_abs"] == 0.0);
+  CHECK(j["records"][0]["verdict_metrics"]["max_abs"] == 1.0);
+  std::ostringstream out;
+  write_console(out, report);
+  CHECK(out.str().find("    on the stage's own error: failed elementwise") != std::string::npos);
 }
