@@ -31,6 +31,7 @@ struct ReplayArgs {
   std::string markdown;
   bool fail_fast = false;
   bool progress = false;
+  bool verbose = false;      // the console prints every record, not one line per stage
   std::string command_line;  // the command as typed, for the report's "reproduce" line
 };
 CLI::App* add_replay(CLI::App& app, ReplayArgs& args);

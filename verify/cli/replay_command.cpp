@@ -1,10 +1,13 @@
-// dsv4-verify replay FILE: one record per (layer, call, stage), printed on stdout (console.h) and
-// optionally written as JSON / Markdown; exit 0 all pass, 1 a stage fails, 2 bad input.
+// dsv4-verify replay FILE: one record per (layer, call, stage), printed on stdout (console.h: one
+// line per stage, or every record with --verbose) and optionally written as JSON / Markdown; exit
+// 0 no stage fails, 1 a stage fails, 2 bad input. The first failure is printed with the command
+// that replays exactly that record (--layer L --call K --stage S).
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
 #include <exception>
 
+#include "reference/stage_registry.h"
 #include "verify/capture/isolated_read.h"
 #include "verify/cli/commands.h"
 #include "verify/report/console.h"
@@ -12,6 +15,32 @@
 #include "verify/report/markdown.h"
 
 namespace dsv4::verify::cli {
+
+namespace {
+
+// --stage: a compared stage's exact name selects that stage alone; anything else is a regex.
+std::string stage_filter(const std::string& stage) {
+  const ref::StageDef* s = ref::find_stage(stage);
+  if (!s || !s->is_compared()) return stage;
+  std::string anchored = "^";
+  for (char c : stage) {
+    if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) anchored += '\\';
+    anchored += c;
+  }
+  return anchored + "$";
+}
+
+// The options that shape a record's values, as typed, for the command that replays one record.
+std::vector<std::string> record_options(const ReplayArgs& a) {
+  std::vector<std::string> o;
+  if (a.mode != "stage-local") o.insert(o.end(), {"--mode", a.mode});
+  if (!a.precision.empty()) o.insert(o.end(), {"--precision", a.precision});
+  if (a.backend != "cpu") o.insert(o.end(), {"--backend", a.backend});
+  if (!a.tolerances.empty()) o.insert(o.end(), {"--tolerances", a.tolerances});
+  return o;
+}
+
+}  // namespace
 
 CLI::App* add_replay(CLI::App& app, ReplayArgs& a) {
   CLI::App* c = app.add_subcommand(
@@ -27,7 +56,9 @@ CLI::App* add_replay(CLI::App& app, ReplayArgs& a) {
   c->add_option_function<int>("--layer", [&a](const int& v) { a.layer = v; }, "only layer L (its index in the file)");
   c->add_option_function<int>("--call", [&a](const int& v) { a.call = v; },
                               "only call K (earlier calls are replayed for their state, not reported)");
-  c->add_option("--stage", a.stage, "only stages whose name matches REGEX (ECMAScript, searched: 'attn' selects attn/*)");
+  c->add_option("--stage", a.stage,
+                "only this stage: a stage name selects exactly that stage ('q' is q alone); anything else is a "
+                "REGEX searched in the names (ECMAScript: 'attn' selects attn/*, 'q' would select every name with a q)");
   c->add_option("--backend", a.backend, "cpu (the oracle, default) or cuda (the CUDA kernels where they exist)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   c->add_option("--precision", a.precision,
@@ -36,6 +67,8 @@ CLI::App* add_replay(CLI::App& app, ReplayArgs& a) {
   c->add_option("--json", a.json, "also write the report as JSON to this file (whole or not at all)");
   c->add_option("--markdown", a.markdown, "also write the report as Markdown to this file (whole or not at all)");
   c->add_flag("--fail-fast", a.fail_fast, "stop at the first failing stage");
+  c->add_flag("-v,--verbose", a.verbose,
+              "print every record (layer, call, stage) with all its metrics; by default one line per stage");
   c->add_flag("--progress", a.progress, "print a progress line on stderr (default: only when stderr is a terminal)");
   return c;
 }
@@ -66,12 +99,13 @@ int run_replay(const ReplayArgs& a, Io io) {
     options.tolerances = a.tolerances;
     options.layer = a.layer;
     options.call = a.call;
-    options.stage_regex = a.stage;
+    options.stage_regex = stage_filter(a.stage);
     options.fail_fast = a.fail_fast;
     report = replay_capture(capture, options, progress);
     report.command = a.command_line;
+    report.record_options = record_options(a);
     end_progress();
-    write_console(io.out, report);
+    write_console(io.out, report, ConsoleOptions{a.verbose});
     io.out.flush();
     if (!a.json.empty()) write_json_file(a.json, report);
     if (!a.markdown.empty()) write_markdown_file(a.markdown, report);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <stdexcept>
 
 namespace dsv4::verify {
@@ -55,6 +56,14 @@ bool at_threshold(double score, double threshold, const ScoreTolerance& tol) {
   return score == threshold || std::fabs(score - threshold) <= tol.atol + tol.rtol * std::fabs(threshold);
 }
 
+// How far a swapped index's score is from the threshold, in units of the tie window (<= 1: a tie).
+double window_ratio(double score, double threshold, const ScoreTolerance& tol) {
+  if (score == threshold) return 0.0;
+  const double distance = std::fabs(score - threshold), window = tol.atol + tol.rtol * std::fabs(threshold);
+  if (std::isnan(distance)) return std::numeric_limits<double>::infinity();
+  return window > 0 ? distance / window : std::numeric_limits<double>::infinity();
+}
+
 }  // namespace
 
 IndexSetMetrics compare_index_sets(const IndexRows& ref, const IndexRows& got, const ScoreRows& ref_scores,
@@ -74,6 +83,10 @@ IndexSetMetrics compare_index_sets(const IndexRows& ref, const IndexRows& got, c
 
   IndexSetMetrics m;
   m.rows = ref.rows;
+  if (ref.values.empty() && got.values.empty()) {
+    m.status = Status::vacuous;  // nothing to compare: no row, or rows of width 0 on both sides
+    return m;
+  }
   double recall_sum = 0.0;
   for (int64_t r = 0; r < ref.rows; ++r) {
     const RowSet want = row_set(ref.values.subspan(r * ref.cols, ref.cols));
@@ -128,6 +141,8 @@ IndexSetMetrics compare_index_sets(const IndexRows& ref, const IndexRows& got, c
       diff.reason = "sets differ and there are no scores to call it a tie";
     } else {
       const auto at_thr = [&](double s) { return at_threshold(s, diff.threshold, tolerance); };
+      for (const std::vector<double>* scores : {&diff.missing_scores, &diff.extra_scores})
+        for (double s : *scores) m.worst_ratio = std::max(m.worst_ratio, window_ratio(s, diff.threshold, tolerance));
       if (std::all_of(diff.missing_scores.begin(), diff.missing_scores.end(), at_thr) &&
           std::all_of(diff.extra_scores.begin(), diff.extra_scores.end(), at_thr)) {
         ++m.rows_tie_equivalent;
@@ -135,6 +150,8 @@ IndexSetMetrics compare_index_sets(const IndexRows& ref, const IndexRows& got, c
       }
       diff.reason = "swap outside the tie window around the threshold";
     }
+    if (diff.reason != "swap outside the tie window around the threshold")
+      m.worst_ratio = std::numeric_limits<double>::infinity();
     if (m.rows_failed++ == 0) m.first_failure = std::move(diff);
   }
   if (m.rows > 0) m.mean_recall = recall_sum / static_cast<double>(m.rows);

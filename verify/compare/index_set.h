@@ -55,7 +55,10 @@ struct IndexSetMetrics {
   double worst_recall = 1.0;
   int64_t worst_recall_row = -1;    // first row with the worst recall; -1 when every row recalls all
   RowDifference first_failure;
-  Status status = Status::pass;
+  // measured / allowed: the farthest swapped index's distance from the threshold in units of the
+  // tie window (<= 1 passes), +inf for a row that fails otherwise (count, invalid entries, no scores).
+  double worst_ratio = 0.0;
+  Status status = Status::pass;  // VACUOUS when both sides hold no entry at all
 };
 
 // ref [rows, k], got [rows, k'] (k' may differ from k), ref_scores [rows, n] or empty, with score
@@ -69,7 +72,8 @@ struct IndexSetMetrics {
 //      score of the reference row and k the number of its valid entries that have a score column
 //      (NaN scores sort lowest and are never inside the window; an index without a score column
 //      is never a tie); without scores the row fails.
-// The stage passes iff no row fails. Throws std::invalid_argument when the shapes disagree
+// The stage passes iff no row fails; it is VACUOUS when both index tensors are empty. Throws
+// std::invalid_argument when the shapes disagree
 // (rows, score rows), a size is not rows x cols, or the reference itself has an entry < -1 or a
 // repeated index.
 IndexSetMetrics compare_index_sets(const IndexRows& ref, const IndexRows& got, const ScoreRows& ref_scores,

@@ -53,6 +53,7 @@ Record compare_stage(int layer, const CallCapture& call, const ref::CallGeometry
   r.shape = captured.shape;
   r.dtype = captured.dtype;
   r.tolerance = table.at(stage.name);
+  const NonFiniteRule nonfinite = NonFiniteRule::of(stage.values);
   std::vector<std::string> notes = value.notes;
   if (value.computed_by != "oracle") notes.push_back("computed by " + value.computed_by);
   r.note = fmt::format("{}", fmt::join(notes, "; "));
@@ -61,7 +62,7 @@ Record compare_stage(int layer, const CallCapture& call, const ref::CallGeometry
     case ref::Comparison::dense: {
       const std::vector<double> replayed = flatten(value.dense);
       check_size(r, replayed.size(), captured.numel());
-      const DenseMetrics m = compare_dense(replayed, captured.values, captured.shape, *r.tolerance);
+      const DenseMetrics m = compare_dense(replayed, captured.values, captured.shape, *r.tolerance, nonfinite);
       r.status = m.status;
       r.metrics = m;
       break;
@@ -74,7 +75,8 @@ Record compare_stage(int layer, const CallCapture& call, const ref::CallGeometry
       std::vector<uint8_t> mask(static_cast<size_t>(captured.shape.at(0) * rows_per_sequence), 0);
       for (int64_t b = 0; b < captured.shape.at(0); ++b)
         for (int row : value.rows) mask[static_cast<size_t>(b * rows_per_sequence + row)] = 1;
-      const DenseMetrics m = compare_dense_masked(replayed, captured.values, captured.shape, mask, *r.tolerance);
+      const DenseMetrics m = compare_dense_masked(replayed, captured.values, captured.shape, mask, *r.tolerance,
+                                                    nonfinite);
       r.status = m.status;
       r.metrics = m;
       const size_t kept = value.rows.size();
@@ -113,6 +115,7 @@ Record compare_stage(int layer, const CallCapture& call, const ref::CallGeometry
 Record chained_record(Record chained, const Record& own) {
   if (chained.status == Status::missing) return chained;
   chained.status = own.status;
+  chained.verdict = own.metrics;
   std::string verdict = fmt::format("verdict on the stage's own error (against the stage recomputed from the captured "
                                     "inputs): {}", to_string(own.status));
   if (const auto* d = std::get_if<DenseMetrics>(&own.metrics))

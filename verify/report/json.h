@@ -1,11 +1,18 @@
 #pragma once
 // The JSON report (nlohmann):
 //   {"file", "mode", "precision", "backend", "tolerances", "command",
-//    "summary": {"passed", "failed", "missing", "skipped"},
-//    "first_failure": {"layer", "call", "stage"} or null,
+//    "summary": {"passed", "failed", "vacuous", "missing", "skipped"},
+//    "first_failure": {"layer", "call", "stage", "replay": the command replaying that record} or null,
+//    "stages": [{"stage", "counts": {as summary}, "layers", "worst": {"layer", "call", "status",
+//                "worst_ratio"} or null}],
+//    "vacuous_everywhere": [{"stage", "layers"}],
 //    "records": [{"layer", "call", "stage", "status", "shape", "dtype", "note",
-//                 "comparator": "dense" | "index_set" | null, "tolerance": {...} or null,
-//                 "metrics": {...} or null}]}
+//                 "comparator": "dense" | "rounded" | "index_set" | null, "tolerance": {...} or null,
+//                 "metrics": {...} or null, "verdict_metrics": {...} or null}]}
+// verdict_metrics: the comparison the status comes from when it is not "metrics" (chained replay:
+// the stage against its recomputation from the captured inputs).
+// Dense metrics carry "rows" and "tokens" (the worst group, GroupMetrics), "worst_ratio" with its
+// gate, and for the rounded comparator "rounding" (the flip census, FlipCensus).
 // JSON has no NaN or infinity: a non-finite number is written as the string "nan", "inf" or
 // "-inf" (read it back with json_number). Element positions are {"index", "coord", "ref", "got"},
 // or null when there is none.

@@ -37,10 +37,11 @@ void write_table(std::ostream& out, const Report& report, bool dense, const std:
   for (const Record& r : report.records) {
     const bool is_dense = std::holds_alternative<DenseMetrics>(r.metrics);
     const bool is_index = std::holds_alternative<IndexSetMetrics>(r.metrics);
-    if (dense ? !is_dense : !is_index) continue;
+    if ((dense ? !is_dense : !is_index) || r.status == Status::vacuous) continue;
     std::string row = fmt::format("| {} | {} | {} | `{}` | {} | {} |", to_string(r.status), r.layer, r.call,
                                   cell(r.stage), format_shape(r.shape), cell(r.dtype));
     for (const std::string& c : metric_cells(r)) row += fmt::format(" {} |", cell(c));
+    if (dense) row += fmt::format(" {} | {} |", cell(group_cell(r)), cell(rounding_cell(r)));
     std::string detail = failure_detail(r);
     if (!r.note.empty()) {
       if (!detail.empty()) detail += "; ";
@@ -63,17 +64,30 @@ void write_markdown(std::ostream& out, const Report& report) {
   if (!report.tolerances.empty()) out << "| tolerances | " << cell(report.tolerances) << " |\n";
   if (!report.command.empty()) out << "| reproduce | `" << cell(report.command) << "` |\n";
   out << "\n**" << first_failure_line(report) << "**\n\n";
+  if (const std::optional<StageId> first = report.first_failure())
+    out << "Replay that record: `" << cell(replay_command(report, *first)) << "`\n\n";
+  if (const std::string vacuous = vacuous_everywhere_line(report); !vacuous.empty()) out << cell(vacuous) << "\n\n";
+
+  out << "## Stages\n\n| stage | passed | failed | vacuous | missing | worst record | measured / allowed |\n"
+         "|---|---:|---:|---:|---:|---|---|\n";
+  for (const StageSummary& s : report.stages()) {
+    out << fmt::format("| `{}` | {} | {} | {} | {} | {} | {} |\n", cell(s.stage), s.counts.passed, s.counts.failed,
+                       s.counts.vacuous, s.counts.missing,
+                       s.worst ? fmt::format("L{} c{} {}", s.worst->layer, s.worst->call, to_string(s.worst->status)) : "-",
+                       s.worst ? cell(margin_cell(*s.worst)) : "-");
+  }
+  out << "\n";
 
   bool any_dense = false, any_index = false, any_other = false;
   for (const Record& r : report.records) {
     any_dense |= std::holds_alternative<DenseMetrics>(r.metrics);
     any_index |= std::holds_alternative<IndexSetMetrics>(r.metrics);
-    any_other |= std::holds_alternative<std::monostate>(r.metrics);
+    any_other |= std::holds_alternative<std::monostate>(r.metrics) || r.status == Status::vacuous;
   }
   if (any_dense) {
     out << "## Dense stages\n\n";
     write_table(out, report, true, {"max_abs @ coord (ref, got)", "max_rel", "mean_abs", "nmse", "cos_diff", "pass",
-                                    "min tolerance", "nonfinite"});
+                                    "min tolerance (each alone)", "nonfinite", "worst row / token", "rounding"});
   }
   if (any_index) {
     out << "## Index-set stages\n\n";
@@ -82,7 +96,7 @@ void write_markdown(std::ostream& out, const Report& report) {
   if (any_other) {
     out << "## Not compared\n\n";
     for (const Record& r : report.records) {
-      if (!std::holds_alternative<std::monostate>(r.metrics)) continue;
+      if (!std::holds_alternative<std::monostate>(r.metrics) && r.status != Status::vacuous) continue;
       out << "- " << to_string(r.status) << " `" << stage_label(r) << "`" << (r.note.empty() ? "" : ": ") << r.note << "\n";
     }
     out << "\n";

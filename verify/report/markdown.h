@@ -1,6 +1,8 @@
 #pragma once
-// The Markdown report: a header with the run's identity, the first failure, one table for the
-// dense stages and one for the index-set stages, a list of stages not compared, and the summary line.
+// The Markdown report: a header with the run's identity, the first failure and the command that
+// replays it, the stages vacuous in every call, one line per stage (its counts and worst record),
+// one table for the dense stages and one for the index-set stages (a row per record), a list of
+// the records not compared (MISSING, SKIPPED, VACUOUS), and the summary line.
 #include <filesystem>
 #include <ostream>
 

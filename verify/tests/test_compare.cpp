@@ -122,21 +122,22 @@ TEST_CASE("dense: atol_rms adds an absolute tolerance in units of the reference'
   CHECK(m.status == Status::fail);
 }
 
-TEST_CASE("dense: the minimum tolerance to pass passes, and the next smaller double fails") {
-  // rtol 0.1: per element |d| - 0.1 |ref| = 0.15, 0.3, 0, 0.0625, so min atol = 0.3.
+TEST_CASE("dense: the minimum tolerance to pass, each term alone, passes and the next smaller double fails") {
+  // Polygraphy's "minimum required tolerance": atol with rtol 0, rtol with atol 0, whatever the
+  // row's own terms are. |d| = 0.25, 0.5, 0, 0.0625: min atol = 0.5. The ref-0 element is off, so
+  // no rtol alone passes it: +inf.
   const std::vector<double> ref{1, -2, 0.5, 0}, got{1.25, -2.5, 0.5, 0.0625};
-  DenseMetrics m = compare1d(ref, got, tol(0, 0.1));
-  CHECK(m.min_atol_to_pass == doctest::Approx(0.3).epsilon(1e-15));
-  CHECK(compare1d(ref, got, tol(m.min_atol_to_pass, 0.1)).status == Status::pass);
-  CHECK(compare1d(ref, got, tol(std::nextafter(m.min_atol_to_pass, 0.0), 0.1)).status == Status::fail);
-  // atol 0.0625: the ref-0 element needs 0.0625 <= atol (it passes); the others need rtol
-  // (0.25 - 0.0625) / 1 = 0.1875 and (0.5 - 0.0625) / 2 = 0.21875.
-  m = compare1d(ref, got, tol(0.0625, 0));
-  CHECK(m.min_rtol_to_pass == 0.21875);  // dyadic: exact
-  CHECK(compare1d(ref, got, tol(0.0625, m.min_rtol_to_pass)).status == Status::pass);
-  CHECK(compare1d(ref, got, tol(0.0625, std::nextafter(m.min_rtol_to_pass, 0.0))).status == Status::fail);
-  // With atol 0.05 the ref-0 element (off by 0.0625) fails for every rtol.
-  CHECK(std::isinf(compare1d(ref, got, tol(0.05, 0)).min_rtol_to_pass));
+  DenseMetrics m = compare1d(ref, got, tol(0.0625, 0.1));
+  CHECK(m.min_atol_to_pass == 0.5);
+  CHECK(compare1d(ref, got, tol(m.min_atol_to_pass, 0)).status == Status::pass);
+  CHECK(compare1d(ref, got, tol(std::nextafter(m.min_atol_to_pass, 0.0), 0)).status == Status::fail);
+  CHECK(std::isinf(m.min_rtol_to_pass));
+  // Without it: |d| / |ref| = 0.25, 0.25, 0, so min rtol = 0.25 (dyadic: exact).
+  const std::vector<double> ref3{1, -2, 0.5}, got3{1.25, -2.5, 0.5};
+  m = compare1d(ref3, got3, tol(0.0625, 0.1));
+  CHECK(m.min_rtol_to_pass == 0.25);
+  CHECK(compare1d(ref3, got3, tol(0, m.min_rtol_to_pass)).status == Status::pass);
+  CHECK(compare1d(ref3, got3, tol(0, std::nextafter(m.min_rtol_to_pass, 0.0))).status == Status::fail);
 
   // The same on values that are not dyadic, where the arithmetic of the rule rounds.
   std::vector<double> r(200), g(200);
@@ -150,36 +151,45 @@ TEST_CASE("dense: the minimum tolerance to pass passes, and the next smaller dou
     g[i] = r[i] * (1.0 + (uniform() - 0.5) * 1e-3) + (uniform() - 0.5) * 1e-6;
   }
   const std::vector<int64_t> shape{200};
-  m = compare_dense(r, g, shape, tol(0, 1.0 / 3.0e4));
-  CHECK(compare_dense(r, g, shape, tol(m.min_atol_to_pass, 1.0 / 3.0e4)).status == Status::pass);
-  CHECK(compare_dense(r, g, shape, tol(std::nextafter(m.min_atol_to_pass, 0.0), 1.0 / 3.0e4)).status ==
-        Status::fail);
-  m = compare_dense(r, g, shape, tol(1e-7, 0));
-  CHECK(compare_dense(r, g, shape, tol(1e-7, m.min_rtol_to_pass)).status == Status::pass);
-  CHECK(compare_dense(r, g, shape, tol(1e-7, std::nextafter(m.min_rtol_to_pass, 0.0))).status == Status::fail);
+  m = compare_dense(r, g, shape, tol(1e-7, 1.0 / 3.0e4));
+  CHECK(m.min_atol_to_pass == m.max_abs);  // atol alone: the largest difference itself
+  CHECK(compare_dense(r, g, shape, tol(m.min_atol_to_pass, 0)).status == Status::pass);
+  CHECK(compare_dense(r, g, shape, tol(std::nextafter(m.min_atol_to_pass, 0.0), 0)).status == Status::fail);
+  CHECK(compare_dense(r, g, shape, tol(0, m.min_rtol_to_pass)).status == Status::pass);
+  CHECK(compare_dense(r, g, shape, tol(0, std::nextafter(m.min_rtol_to_pass, 0.0))).status == Status::fail);
 }
 
-TEST_CASE("dense: the minimum tolerance is found when one term of atol + rtol |ref| swamps the other") {
-  // atol 1 and |ref| 1e-20: rtol * 1e-20 must exceed 2^-53 for 1 + rtol * 1e-20 to round up to
-  // 1 + 2^-52; about 2^40 doubles lie between the first estimate and the answer, so a search that
-  // steps one double at a time would not end.
+TEST_CASE("dense: the minimum rtol is found when it is far from the first estimate") {
+  // |ref| 1e-20 and |d| = 1 + 2^-52: rtol near 1e20, where the product rtol * 1e-20 rounds; the
+  // search bisects over the doubles, so it ends however far the estimate is.
   const double one_up = 1.0 + 0x1p-52;
   DenseMetrics m = compare1d({1e-20}, {1e-20 + one_up}, tol(1.0, 0));
-  CHECK(compare1d({1e-20}, {1e-20 + one_up}, tol(1.0, m.min_rtol_to_pass)).status == Status::pass);
-  CHECK(compare1d({1e-20}, {1e-20 + one_up}, tol(1.0, std::nextafter(m.min_rtol_to_pass, 0.0))).status ==
+  CHECK(compare1d({1e-20}, {1e-20 + one_up}, tol(0, m.min_rtol_to_pass)).status == Status::pass);
+  CHECK(compare1d({1e-20}, {1e-20 + one_up}, tol(0, std::nextafter(m.min_rtol_to_pass, 0.0))).status ==
         Status::fail);
-  // rtol * |ref| = 2 * 0.5 = 1 and |got - ref| = 1 + 2^-52 (1.5 + 2^-52 is a double): atol must
-  // exceed 2^-53, and the first estimate is 2^-52, 2^52 doubles above it.
+  // atol alone is the difference itself, exactly: 1.5 + 2^-52 - 0.5 = 1 + 2^-52.
   const double got = 1.5 + 0x1p-52;
   m = compare1d({0.5}, {got}, tol(0, 2.0));
-  CHECK(m.min_atol_to_pass == std::nextafter(0x1p-53, 1.0));  // 1 + 2^-53 ties to even, down to 1
-  CHECK(compare1d({0.5}, {got}, tol(m.min_atol_to_pass, 2.0)).status == Status::pass);
-  CHECK(compare1d({0.5}, {got}, tol(std::nextafter(m.min_atol_to_pass, 0.0), 2.0)).status == Status::fail);
+  CHECK(m.min_atol_to_pass == one_up);
+  CHECK(compare1d({0.5}, {got}, tol(m.min_atol_to_pass, 0)).status == Status::pass);
+  CHECK(compare1d({0.5}, {got}, tol(std::nextafter(m.min_atol_to_pass, 0.0), 0)).status == Status::fail);
 }
 
-TEST_CASE("dense: non-finite values must sit at the same positions, and are then left out") {
-  // NaN against NaN at the same place: matched, excluded from the metrics, the stage passes.
+TEST_CASE("dense: non-finite values must sit at the same positions, and only the stage's own may match") {
+  // NaN against NaN at the same place: DeepSeek's tensors never hold NaN, so by default the pair is
+  // a failure, not a match (an all-NaN pair proves nothing).
   DenseMetrics m = compare1d({kNaN, 1.0}, {kNaN, 1.0}, tol(0, 0));
+  CHECK(m.status == Status::fail);
+  CHECK(m.nonfinite_not_allowed == 1);
+  CHECK(m.nonfinite_matched == 0);
+  CHECK(m.failed_gates == std::vector<std::string>{"nonfinite"});
+  CHECK(m.first_nonfinite_mismatch.coord == std::vector<int64_t>{0});
+  CHECK(compare1d({kNaN, kNaN}, {kNaN, kNaN}, tol(0, 0)).status == Status::fail);
+  // Where a format holds NaN, the pair matches, is left out of the metrics, and passes.
+  const NonFiniteRule nan_allowed{false, false, true};
+  const std::vector<double> a{kNaN, 1.0};
+  const std::vector<int64_t> two{2};
+  m = compare_dense(a, a, two, tol(0, 0), nan_allowed);
   CHECK(m.status == Status::pass);
   CHECK(m.nonfinite_matched == 1);
   CHECK(m.n_finite == 1);
@@ -193,13 +203,26 @@ TEST_CASE("dense: non-finite values must sit at the same positions, and are then
   CHECK(std::isnan(m.first_nonfinite_mismatch.ref));
   CHECK(m.first_nonfinite_mismatch.got == 1.0);
   CHECK(m.pass_fraction == 0.5);
-  // A -inf mask that moved: both positions mismatch.
-  m = compare1d({-kInf, 0.5, 0.25}, {0.5, -kInf, 0.25}, tol(1e300, 0));
+  // A -inf mask that moved: both positions mismatch, even where -inf is allowed.
+  const NonFiniteRule masks = NonFiniteRule::of(dsv4::ref::StageValues::finite_or_minus_inf);
+  const std::vector<double> moved_ref{-kInf, 0.5, 0.25}, moved_got{0.5, -kInf, 0.25};
+  const std::vector<int64_t> three{3};
+  m = compare_dense(moved_ref, moved_got, three, tol(1e300, 0), masks);
   CHECK(m.nonfinite_mismatches == 2);
   CHECK(m.first_nonfinite_mismatch.index == 0);
-  // -inf against +inf is a mismatch; -inf against -inf is not.
+  // -inf against +inf is a mismatch; -inf against -inf matches where the stage holds -inf (masked
+  // scores, empty state slots), and nowhere else.
   CHECK(compare1d({-kInf}, {kInf}, tol(0, 0)).nonfinite_mismatches == 1);
-  CHECK(compare1d({-kInf, 2.0}, {-kInf, 2.0}, bitwise()).status == Status::pass);
+  const std::vector<double> masked{-kInf, 2.0};
+  const std::vector<int64_t> pair{2};
+  CHECK(compare_dense(masked, masked, pair, bitwise(), masks).status == Status::pass);
+  CHECK(compare_dense(masked, masked, pair, bitwise()).status == Status::fail);
+  CHECK(compare_dense(masked, masked, pair, bitwise()).nonfinite_not_allowed == 1);
+  // +inf is never a value of DeepSeek's stages, even of those that hold -inf.
+  const std::vector<double> plus{kInf, 2.0};
+  CHECK(compare_dense(plus, plus, pair, tol(0, 0), masks).status == Status::fail);
+  CHECK(NonFiniteRule::of(dsv4::ref::StageValues::finite).describe() == "none");
+  CHECK(masks.describe() == "-inf");
 }
 
 TEST_CASE("dense: the bitwise gate detects a one-ulp change and names it") {
@@ -354,4 +377,132 @@ TEST_CASE("index sets: bad tested entries fail the row and a bad reference is re
   const std::vector<int64_t> wider{1, 0, -1, -1};
   CHECK(compare_index_sets(rows_of(ref, 1), rows_of(wider, 1), {}, {}, 0).status == Status::pass);
   CHECK_THROWS_AS(compare_index_sets(rows_of(ref, 1), rows_of(wider, 2), {}, {}, 0), std::invalid_argument);
+}
+
+TEST_CASE("dense: per-row and per-token metrics name the worst group, and the worst row decides") {
+  // [2,3,64]: 6 rows of 64 repeating (1, 1.25, 1.5, 1.75). Row [1,2] is scaled by 1.5; every other
+  // row is exact. Over the whole tensor the error is diluted by the other five rows; in its row it
+  // is not.
+  const std::vector<int64_t> shape{2, 3, 64};
+  std::vector<double> ref(384), got(384);
+  for (int i = 0; i < 384; ++i) ref[i] = got[i] = 1.0 + 0.25 * (i % 4);
+  for (int i = 320; i < 384; ++i) got[i] = 1.5 * ref[i];
+  Tolerance t = tol(10, 0);     // every element passes the elementwise rule
+  t.max_cos_diff = 0.02;
+  DenseMetrics m = compare_dense(ref, got, shape, t);
+  // The row's cos_diff: sum (0.5 r)^2 / sum (r^2 + 2.25 r^2) = 0.25 / 3.25 = 1/13.
+  CHECK(m.rows.grouping == "row");
+  CHECK(m.rows.groups == 6);
+  CHECK(m.rows.gated_groups == 6);
+  CHECK(m.rows.group_size == 64);
+  CHECK(m.rows.cos_diff == doctest::Approx(1.0 / 13).epsilon(1e-15));
+  CHECK(m.rows.cos_diff_at == std::vector<int64_t>{1, 2});
+  CHECK(m.rows.nmse == doctest::Approx(0.25).epsilon(1e-15));
+  CHECK(m.rows.nmse_at == std::vector<int64_t>{1, 2});
+  // Over the tensor: 0.25 / (5 * 2 + 3.25), about 1/53.
+  CHECK(m.cos_diff == doctest::Approx(0.25 / 13.25).epsilon(1e-15));
+  CHECK(m.failed_gates == std::vector<std::string>{"row cos_diff"});
+  // The largest error relative to its row's RMS: 0.5 * 1.75 / rms(1, 1.25, 1.5, 1.75).
+  const double row_rms = std::sqrt((1.0 + 1.5625 + 2.25 + 3.0625) / 4);
+  CHECK(m.rows.max_abs_over_rms == doctest::Approx(0.875 / row_rms).epsilon(1e-15));
+  CHECK(m.rows.max_abs_over_rms_at.coord == std::vector<int64_t>{1, 2, 3});
+  CHECK_FALSE(m.tokens.has_value());  // three axes: a row is a token
+  CHECK(m.worst_ratio_gate == "row cos_diff");
+  CHECK(m.worst_ratio == doctest::Approx((1.0 / 13) / 0.02).epsilon(1e-12));
+  // Rows of fewer than 64 values are reported but not gated: the ceiling assumes rare flips.
+  const std::vector<int64_t> short_rows{2, 3, 4};
+  const std::vector<double> r24(ref.begin(), ref.begin() + 24);
+  std::vector<double> g24 = r24;
+  for (int i = 20; i < 24; ++i) g24[i] *= 1.5;
+  m = compare_dense(r24, g24, short_rows, t);
+  CHECK(m.rows.gated_groups == 0);
+  CHECK(m.rows.cos_diff == 0.0);  // no group large enough to be gated
+  CHECK(m.rows.max_abs_over_rms > 0.4);
+  CHECK(m.failed_gates.empty());
+
+  // Four axes [b, s, H, d]: rows are heads, tokens are (b, s). One head of token [0,1] corrupted.
+  const std::vector<int64_t> heads{1, 2, 3, 64};  // 2 tokens of 3 heads of 64
+  std::vector<double> r4(384, 1.0), g4(384, 1.0);
+  for (int i = 256; i < 320; ++i) g4[i] = 2.0;  // token [0,1], head 1
+  t.max_cos_diff = 1.0;
+  t.max_nmse = 0.5;
+  const DenseMetrics h = compare_dense(r4, g4, heads, t);
+  REQUIRE(h.tokens.has_value());
+  CHECK(h.tokens->groups == 2);
+  CHECK(h.tokens->nmse_at == std::vector<int64_t>{0, 1});
+  CHECK(h.tokens->nmse == doctest::Approx(1.0 / 3).epsilon(1e-15));  // 64 of 192 elements off by 1
+  CHECK(h.rows.nmse_at == std::vector<int64_t>{0, 1, 1});
+  CHECK(h.rows.nmse == 1.0);
+  CHECK(h.failed_gates == std::vector<std::string>{"row nmse"});  // the head; token 1/3 and tensor 1/6 pass
+}
+
+TEST_CASE("dense: atol_rms is in units of the row's RMS, so a small row keeps a small tolerance") {
+  // Two rows: (100, -100, 100, -100) and (0.01, -0.01, 0.01, -0.01). The small row zeroed is off
+  // by 0.01 per element: far inside atol_rms times the tensor's RMS (~70), far outside the row's.
+  const std::vector<int64_t> shape{2, 4};
+  const std::vector<double> ref{100, -100, 100, -100, 0.01, -0.01, 0.01, -0.01};
+  std::vector<double> got = ref;
+  for (int i = 4; i < 8; ++i) got[i] = 0;
+  Tolerance t = tol(0, 0);
+  t.atol_rms = 0.0625;
+  const DenseMetrics m = compare_dense(ref, got, shape, t);
+  CHECK(m.status == Status::fail);
+  CHECK(m.elements_failed == 4);
+  CHECK(m.worst_ratio_at.coord == std::vector<int64_t>{1, 0});
+  CHECK(m.atol == doctest::Approx(0.0625 * 0.01).epsilon(1e-12));  // the atol of that element's row
+  CHECK(m.worst_ratio == doctest::Approx(16.0).epsilon(1e-12));
+  // The same change within atol_rms of the small row's own scale passes.
+  for (int i = 4; i < 8; ++i) got[i] = ref[i] * (1 + 0.05);
+  CHECK(compare_dense(ref, got, shape, t).status == Status::pass);
+}
+
+TEST_CASE("dense: worst_ratio is measured / allowed of the closest gate") {
+  // |d| = 0.05 against atol 0.1: half way to failing, elementwise.
+  DenseMetrics m = compare1d({1, 2}, {1.05, 2}, tol(0.1, 0));
+  CHECK(m.status == Status::pass);
+  CHECK(m.worst_ratio == doctest::Approx(0.5).epsilon(1e-12));
+  CHECK(m.worst_ratio_gate == "elementwise");
+  CHECK(m.worst_ratio_at.coord == std::vector<int64_t>{0});
+  // A non-finite failure is infinitely far.
+  m = compare1d({1, kNaN}, {1, 1}, tol(1, 0));
+  CHECK(std::isinf(m.worst_ratio));
+  CHECK(m.worst_ratio_gate == "nonfinite");
+  // Equal tensors: 0.
+  CHECK(compare1d({1, 2}, {1, 2}, tol(0, 0)).worst_ratio == 0.0);
+}
+
+TEST_CASE("dense and index sets: a comparison of nothing is VACUOUS, never PASS") {
+  const std::vector<int64_t> empty_rows{2, 0, 4};
+  const std::vector<double> none;
+  DenseMetrics m = compare_dense(none, none, empty_rows, tol(0, 0));
+  CHECK(m.status == Status::vacuous);
+  CHECK(m.n == 0);
+  CHECK(m.failed_gates.empty());
+  CHECK(to_string(m.status) == "VACUOUS");
+  // Every row masked out: nothing compared either.
+  const std::vector<int64_t> shape{2, 2};
+  const std::vector<double> four{1, 2, 3, 4}, other{9, 9, 9, 9};
+  const std::vector<uint8_t> no_rows{0, 0};
+  CHECK(compare_dense_masked(four, other, shape, no_rows, tol(0, 0)).status == Status::vacuous);
+  // Index sets with no entries on either side.
+  const std::vector<int64_t> no_indices;
+  CHECK(compare_index_sets({no_indices, 0, 0}, {no_indices, 0, 0}, {}, {}, 0).status == Status::vacuous);
+  CHECK(compare_index_sets({no_indices, 3, 0}, {no_indices, 3, 0}, {}, {}, 0).status == Status::vacuous);
+  // All -1 padding is a comparison (the counts of valid entries must agree), not a vacuous one.
+  const std::vector<int64_t> padding{-1, -1};
+  CHECK(compare_index_sets({padding, 1, 2}, {padding, 1, 2}, {}, {}, 0).status == Status::pass);
+}
+
+TEST_CASE("index sets: worst_ratio is the farthest swap's distance from the threshold in tie windows") {
+  // Threshold 0.5 (k = 2 of 0.9, 0.5, 0.498, 0.1); swapping 1 for 2 moves by 0.002 against a window
+  // of 2^-7 * 0.5: ratio 0.002 / 0.00390625 = 0.512.
+  const std::vector<double> scores{0.9, 0.5, 0.498, 0.1};
+  const std::vector<int64_t> ref{0, 1}, got{0, 2};
+  IndexSetMetrics m = compare_index_sets(rows_of(ref, 1), rows_of(got, 1), scores_of(scores, 1), {0, 1.0 / 128}, 0);
+  CHECK(m.status == Status::pass);
+  CHECK(m.worst_ratio == doctest::Approx(0.002 / (0.5 / 128)).epsilon(1e-12));
+  // A failing row of another kind (valid counts differ) is infinitely far.
+  const std::vector<int64_t> fewer{0, -1};
+  m = compare_index_sets(rows_of(ref, 1), rows_of(fewer, 1), scores_of(scores, 1), {0, 1.0 / 128}, 0);
+  CHECK(std::isinf(m.worst_ratio));
 }

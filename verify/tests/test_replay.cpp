@@ -44,12 +44,14 @@ const Record& record(const Report& r, int layer, int call, const std::string& st
   return r.records.front();
 }
 
-// Every record PASS, and every comparison bit for bit: the oracle replaying its own capture.
+// Every record PASS (or VACUOUS: a call that completed no compressor entry compares nothing), and
+// every comparison bit for bit: the oracle replaying its own capture.
 void check_bitwise(const Report& r) {
   REQUIRE_FALSE(r.records.empty());
   for (const Record& rec : r.records) {
     INFO(rec.layer, " ", rec.call, " ", rec.stage, " ", rec.note);
-    CHECK(rec.status == Status::pass);
+    CHECK((rec.status == Status::pass || rec.status == Status::vacuous));
+    if (rec.status == Status::vacuous) CHECK(rec.stage.find("entries") != std::string::npos);
     if (const auto* d = std::get_if<DenseMetrics>(&rec.metrics)) {
       CHECK(d->bitwise_mismatches == 0);
       CHECK(d->nonfinite_mismatches == 0);

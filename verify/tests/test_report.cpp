@@ -9,10 +9,12 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "verify/compare/rounded.h"
 #include "verify/report/atomic_file.h"
 #include "verify/report/console.h"
 #include "verify/report/json.h"
 #include "verify/report/markdown.h"
+#include "verify/report/text_cells.h"
 #include "verify/tests/scratch_dir.h"
 
 using namespace dsv4::verify;
@@ -111,7 +113,10 @@ TEST_CASE("report JSON parses back with the required keys and non-finite numbers
     CHECK(j.contains(key));
   }
   CHECK(j["file"] == "capture.h5");
-  CHECK(j["first_failure"] == json{{"layer", 2}, {"call", 0}, {"stage", "kv"}});
+  CHECK(j["first_failure"] == json{{"layer", 2},
+                                   {"call", 0},
+                                   {"stage", "kv"},
+                                   {"replay", "dsv4-verify replay capture.h5 --layer 2 --call 0 --stage kv"}});
   REQUIRE(j["records"].size() == 6);
   for (const json& r : j["records"]) {
     for (const char* key : {"layer", "call", "stage", "status", "shape", "dtype", "metrics", "tolerance"}) {
@@ -128,7 +133,7 @@ TEST_CASE("report JSON parses back with the required keys and non-finite numbers
   CHECK(j["records"][2]["metrics"]["first_failure"]["extra"] == json::array({3}));
   CHECK(j["records"][4]["status"] == "MISSING");
   CHECK(j["records"][4]["metrics"].is_null());
-  CHECK(j["summary"] == json{{"passed", 1}, {"failed", 3}, {"missing", 1}, {"skipped", 1}});
+  CHECK(j["summary"] == json{{"passed", 1}, {"failed", 3}, {"vacuous", 0}, {"missing", 1}, {"skipped", 1}});
 
   CHECK(json_number(std::numeric_limits<double>::quiet_NaN()) == "nan");
   CHECK(json_number(-kInf) == "-inf");
@@ -142,9 +147,9 @@ TEST_CASE("report JSON parses back with the required keys and non-finite numbers
   CHECK(to_json(clean)["first_failure"].is_null());
 }
 
-TEST_CASE("console: the first failure at the top and the end, the summary line last") {
+TEST_CASE("console --verbose: every record, the first failure at the top and the end, the summary line last") {
   std::ostringstream out;
-  write_console(out, sample_report());
+  write_console(out, sample_report(), ConsoleOptions{true});
   const std::string text = out.str();
   const std::string first = "first failure: layer 2, call 0, kv";
   const size_t at_top = text.find(first);
@@ -163,15 +168,14 @@ TEST_CASE("console: the first failure at the top and the end, the summary line l
   // allowed, ", N skipped" after it allowed.
   CHECK(std::regex_match(last, std::regex(R"(^(\w+: )?\d+ passed, \d+ failed(, \d+ skipped)?$)")));
 
-  // Lines of the same kind are aligned: the cell after the stage starts in the same column.
+  // Record lines of the same kind are aligned: the cell after the stage starts in the same column.
   std::ostringstream one;
-  write_console(one, sample_report());
+  write_console(one, sample_report(), ConsoleOptions{true});
   std::istringstream rows(one.str());
   std::vector<size_t> shape_columns;
   while (std::getline(rows, line)) {
-    if (line.rfind("PASS", 0) == 0 || line.rfind("FAIL", 0) == 0) {
-      if (line.find("max_abs") != std::string::npos) shape_columns.push_back(line.find('['));
-    }
+    if (std::regex_search(line, std::regex(R"(^(PASS|FAIL) +L\d+ c\d+ )")) && line.find("max_abs") != std::string::npos)
+      shape_columns.push_back(line.find('['));
   }
   REQUIRE(shape_columns.size() == 3);
   CHECK(shape_columns[0] == shape_columns[1]);
@@ -227,4 +231,149 @@ TEST_CASE("files are written whole or not at all") {
   int files = 0;
   for (const auto& entry : std::filesystem::directory_iterator(scratch.path())) files += entry.is_regular_file();
   CHECK(files == 1);
+}
+
+namespace {
+
+// Two layers, two calls: q passes everywhere (its worst record is L1 c1), kv fails in L1 c0,
+// compressor/entries is vacuous in every call, and an FP4 indexer/q record carries a flip census.
+Report stage_report() {
+  Report report;
+  report.file = "my capture.h5";
+  report.mode = "chained";
+  report.precision = "official";
+  report.backend = "oracle";
+  report.record_options = {"--mode", "chained"};
+  for (int layer : {1, 3}) {
+    for (int call : {0, 1}) {
+      const double off = layer == 1 && call == 1 ? 0.05 : 0.01;
+      report.records.push_back(dense_record(layer, call, "q", {1, 2, 3}, {1 + off, 2, 3}, row(0.1, 0)));
+      report.records.push_back(
+          dense_record(layer, call, "kv", {1, 2}, {1.0, layer == 1 && call == 0 ? 3.0 : 2.0}, row(0, 0.1)));
+      Record empty = dense_record(layer, call, "compressor/entries", {}, {}, row(0, 0));
+      empty.shape = {1, 0, 4};
+      report.records.push_back(empty);
+    }
+  }
+  // indexer/q: FP4 blocks of 32; one value a tie rounded toward zero, judged with a zero bound.
+  std::vector<double> pre(32, 0.0);
+  pre[0] = 6.0;
+  pre[1] = 0.75;
+  std::vector<double> ref = pre, got;
+  ref[1] = 1.0;  // 0.75 -> 1 (to even)
+  got = ref;
+  got[1] = 0.5;  // toward zero
+  Record q;
+  q.layer = 1;
+  q.call = 0;
+  q.stage = "indexer/q";
+  q.shape = {1, 32};
+  q.dtype = "bfloat16";
+  Tolerance t = row(1, 1);
+  t.pre_rounding = ErrorBound{0, 0, 0, "test bound"};
+  const DenseMetrics m = compare_rounded(ref, got, q.shape,
+                                         RoundedReference{pre, RoundingFormat::blocks(dsv4::ref::BlockFormat::fp4_indexer()), {}}, t);
+  q.status = m.status;
+  q.metrics = m;
+  q.tolerance = t;
+  report.records.push_back(q);
+  return report;
+}
+
+}  // namespace
+
+TEST_CASE("console: one line per stage with its counts and worst record, the replay command, vacuous stages") {
+  const Report report = stage_report();
+  std::ostringstream out;
+  write_console(out, report);
+  const std::string text = out.str();
+  // Stage order is the capture format's: q, kv, compressor/entries, indexer/q.
+  std::smatch q, kv, entries, iq;
+  REQUIRE(std::regex_search(text, q, std::regex("\nPASS +q +4 records")));
+  REQUIRE(std::regex_search(text, kv, std::regex("\nFAIL +kv +4 records")));
+  REQUIRE(std::regex_search(text, entries, std::regex("\nVACUOUS +compressor/entries +4 records")));
+  REQUIRE(std::regex_search(text, iq, std::regex("\nFAIL +indexer/q +1 record:")));
+  CHECK(q.position() < kv.position());
+  CHECK(kv.position() < entries.position());
+  CHECK(entries.position() < iq.position());
+  CHECK(text.find("4 records: 4 passed, 0 failed, 0 vacuous  worst L1 c1: 0.5 of elementwise") != std::string::npos);
+  CHECK(text.find("4 records: 3 passed, 1 failed, 0 vacuous  worst L1 c0: 5 of elementwise") != std::string::npos);
+  CHECK(text.find("4 records: 0 passed, 0 failed, 4 vacuous") != std::string::npos);
+  // No record lines by default.
+  CHECK(text.find("L3 c1 q ") == std::string::npos);
+  CHECK(text.find("first failure: layer 1, call 0, kv\n    failed elementwise") != std::string::npos);
+  CHECK(text.find("    replay it: dsv4-verify replay 'my capture.h5' --mode chained --layer 1 --call 0 --stage kv\n") !=
+        std::string::npos);
+  CHECK(text.find("vacuous in every call (nothing was compared): compressor/entries (layers 1, 3)") != std::string::npos);
+  CHECK(text.find("skipped: 0 missing from the capture, 0 not replayed, 4 vacuous") != std::string::npos);
+  std::istringstream lines(text);
+  std::string line, last;
+  while (std::getline(lines, line)) last = line;
+  CHECK(last == "summary: 7 passed, 2 failed, 4 skipped");
+
+  // Verbose: the record lines too, with the census of the rounded record.
+  std::ostringstream verbose;
+  write_console(verbose, report, ConsoleOptions{true});
+  CHECK(verbose.str().find("L3 c1 q ") != std::string::npos);
+  CHECK(verbose.str().find("rounding e2m1/b32/ue8m0: 1 of 32 differ, flips 1 (0 explained), 1 unexplained, ties 1 (1 "
+                           "flipped)") != std::string::npos);
+  CHECK(verbose.str().find("a tie not rounded as the format's rule (to nearest even)") != std::string::npos);
+  CHECK(verbose.str().find("min atol 1.000e-02 | min rtol 1.000e-02") != std::string::npos);
+}
+
+TEST_CASE("JSON and Markdown carry the stage summaries, the worst rows, the census and the replay command") {
+  const Report report = stage_report();
+  const json j = json::parse(to_json(report).dump());
+  CHECK(j["summary"] == json{{"passed", 7}, {"failed", 2}, {"vacuous", 4}, {"missing", 0}, {"skipped", 0}});
+  CHECK(j["first_failure"]["replay"] ==
+        "dsv4-verify replay 'my capture.h5' --mode chained --layer 1 --call 0 --stage kv");
+  REQUIRE(j["stages"].size() == 4);
+  CHECK(j["stages"][0]["stage"] == "q");
+  CHECK(j["stages"][0]["counts"]["passed"] == 4);
+  CHECK(j["stages"][0]["layers"] == json::array({1, 3}));
+  CHECK(j["stages"][0]["worst"]["layer"] == 1);
+  CHECK(j["stages"][0]["worst"]["call"] == 1);
+  CHECK(j["stages"][2]["worst"].is_null());
+  CHECK(j["vacuous_everywhere"] == json::array({json{{"stage", "compressor/entries"}, {"layers", {1, 3}}}}));
+  const json& rec = j["records"].back();
+  CHECK(rec["comparator"] == "rounded");
+  CHECK(rec["metrics"]["rounding"]["tie_flips"] == 1);
+  CHECK(rec["metrics"]["rounding"]["first_unexplained"]["coord"] == json::array({0, 1}));
+  CHECK(rec["metrics"]["rows"]["grouping"] == "row");
+  CHECK(rec["metrics"]["nonfinite_allowed"] == "none");
+  CHECK(rec["tolerance"]["pre_rounding"]["reason"] == "test bound");
+  CHECK(j["records"][2]["status"] == "VACUOUS");
+  CHECK(j["records"][0]["metrics"]["worst_ratio_gate"] == "elementwise");
+
+  std::ostringstream md;
+  write_markdown(md, report);
+  const std::string text = md.str();
+  CHECK(text.find("Replay that record: `dsv4-verify replay 'my capture.h5' --mode chained --layer 1 --call 0 --stage kv`") !=
+        std::string::npos);
+  CHECK(text.find("## Stages") != std::string::npos);
+  CHECK(text.find("| `compressor/entries` | 0 | 0 | 4 | 0 | - | - |") != std::string::npos);
+  CHECK(text.find("- VACUOUS `L1 c0 compressor/entries`") != std::string::npos);
+  CHECK(text.find("rounding e2m1/b32/ue8m0") != std::string::npos);
+}
+
+TEST_CASE("a record whose verdict is a comparison of its own (chained) is judged and described by it") {
+  // The chained distance is zero, but the stage against its own recomputation fails.
+  Record r = dense_record(0, 2, "attn/core", {1, 2}, {1, 2}, row(0, 0.1));
+  const Record own = dense_record(0, 2, "attn/core", {1, 2}, {1, 3}, row(0, 0.1));
+  r.status = own.status;
+  r.verdict = own.metrics;
+  Report report;
+  report.file = "c.h5";
+  report.mode = "chained";
+  report.record_options = {"--mode", "chained"};
+  report.records.push_back(r);
+  CHECK(worst_ratio(report.records[0]) == doctest::Approx(5.0));
+  CHECK(margin_cell(report.records[0]) == "5 of elementwise (own error)");
+  CHECK(failure_detail(report.records[0]).rfind("on the stage's own error: failed elementwise", 0) == 0);
+  const json j = to_json(report);
+  CHECK(j["records"][0]["metrics"]["max_abs"] == 0.0);
+  CHECK(j["records"][0]["verdict_metrics"]["max_abs"] == 1.0);
+  std::ostringstream out;
+  write_console(out, report);
+  CHECK(out.str().find("    on the stage's own error: failed elementwise") != std::string::npos);
 }

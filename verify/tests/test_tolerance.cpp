@@ -7,7 +7,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "reference/config.h"
+#include "reference/precision.h"
 #include "reference/stage_registry.h"
+#include "verify/compare/stage_rounding.h"
 #include "verify/tests/scratch_dir.h"
 #include "verify/tolerance/tolerance_table.h"
 
@@ -150,4 +153,57 @@ TEST_CASE("load: a missing file and a precision that is not the file's name are 
   } catch (const std::invalid_argument& e) {
     CHECK(std::string(e.what()).find(misnamed.string() + ": precision") != std::string::npos);
   }
+}
+
+TEST_CASE("rounded stages carry the bound of their value before the final rounding") {
+  const dsv4::ref::ModelConfig flash = dsv4::ref::ModelConfig::flash();
+  for (const char* precision : {"official", "lowp"}) {
+    CAPTURE(precision);
+    const ToleranceTable t = ToleranceTable::load(default_tolerance_dir() / (std::string(precision) + ".json"));
+    for (const dsv4::ref::StageDef& s : dsv4::ref::stages()) {
+      if (!s.is_compared() || s.is_index()) continue;
+      CAPTURE(s.name);
+      const std::optional<RoundingFormat> grid = final_rounding(s.name, dsv4::ref::PrecisionPolicy::official(), flash);
+      const Tolerance& row = t.at(s.name);
+      CHECK(row.pre_rounding.has_value() == grid.has_value());
+      if (!row.pre_rounding) continue;
+      CHECK_FALSE(row.pre_rounding->reason.empty());
+      // The bound before the rounding is tighter than the envelope after it.
+      CHECK(row.pre_rounding->rtol < row.rtol);
+      CHECK(row.pre_rounding->atol_rms <= row.atol_rms);
+      // A bf16 tail bound exactly where the row ends in bf16 dims after its blocks.
+      CHECK(row.pre_rounding_tail.has_value() == (grid->block && grid->block_dims > 0));
+    }
+    // A stage without a row of its own gets the loosest bf16 row, never an FP8-sized one.
+    REQUIRE(t.default_row().has_value());
+    CHECK(t.default_row()->rtol == t.at("q").rtol);
+    CHECK(t.default_row()->atol_rms == t.at("q").atol_rms);
+  }
+}
+
+TEST_CASE("pre_rounding bounds are parsed, and malformed ones refused by key") {
+  const std::string row = R"({"atol": 0, "rtol": 0.1, "pre_rounding": {"atol_rms": 0.25, "rtol": 0.125, "reason": "p"},)"
+                          R"( "pre_rounding_tail": {"atol": 0.5, "reason": "t"}, "reason": "r"})";
+  const ToleranceTable t = ToleranceTable::parse(table_with(R"("kv": )" + row), "inline");
+  const Tolerance& kv = t.at("kv");
+  REQUIRE(kv.pre_rounding.has_value());
+  CHECK(kv.pre_rounding->atol == 0);
+  CHECK(kv.pre_rounding->atol_rms == 0.25);
+  CHECK(kv.pre_rounding->rtol == 0.125);
+  CHECK(kv.pre_rounding->reason == "p");
+  REQUIRE(kv.pre_rounding_tail.has_value());
+  CHECK(kv.pre_rounding_tail->atol == 0.5);
+
+  std::string m = refusal(table_with(R"("q": {"atol": 0, "rtol": 0.1, "pre_rounding": {"rtol": 0.1}, "reason": "r"})"));
+  CHECK(m.find("stages.q.pre_rounding: missing \"reason\"") != std::string::npos);
+  m = refusal(table_with(R"("q": {"atol": 0, "rtol": 0.1, "pre_rounding": {"rtol": -1, "reason": "x"}, "reason": "r"})"));
+  CHECK(m.find("stages.q.pre_rounding.rtol") != std::string::npos);
+  m = refusal(table_with(R"("q": {"atol": 0, "rtol": 0.1, "pre_rounding": {"max_cos_diff": 1, "reason": "x"}, "reason": "r"})"));
+  CHECK(m.find("stages.q.pre_rounding.max_cos_diff: unknown key") != std::string::npos);
+  m = refusal(table_with(R"("q": {"atol": 0, "rtol": 0.1, "pre_rounding_tail": {"reason": "x"}, "reason": "r"})"));
+  CHECK(m.find("stages.q.pre_rounding_tail: needs \"pre_rounding\"") != std::string::npos);
+  m = refusal(table_with(R"("q": {"atol": 0, "rtol": 0.1, "pre_rounding": 3, "reason": "r"})"));
+  CHECK(m.find("stages.q.pre_rounding: must be an object") != std::string::npos);
+  m = refusal(table_with(R"("indexer/topk": {"atol": 0, "rtol": 0.1, "pre_rounding": {"reason": "x"}, "reason": "r"})"));
+  CHECK(m.find("stages.indexer/topk.pre_rounding") != std::string::npos);
 }

@@ -36,26 +36,49 @@ double non_negative(const json& row, const char* name, const std::string& source
   return x;
 }
 
+std::string non_empty_reason(const json& row, const std::string& source, const std::string& key) {
+  if (!row.contains("reason")) refuse(source, key, "missing \"reason\"");
+  if (!row["reason"].is_string() || row["reason"].get<std::string>().empty()) {
+    refuse(source, key + ".reason", "must be a non-empty string");
+  }
+  return row["reason"].get<std::string>();
+}
+
+// "pre_rounding": {"atol", "atol_rms", "rtol", "reason"}: the bound of the value before the stage's
+// final rounding (atol, atol_rms and rtol each optional, 0 when absent; reason required).
+ErrorBound parse_bound(const json& bound, const std::string& source, const std::string& key) {
+  if (!bound.is_object()) refuse(source, key, "must be an object, got " + bound.dump());
+  static const std::set<std::string> keys{"atol", "atol_rms", "rtol", "reason"};
+  for (const auto& [name, value] : bound.items()) {
+    if (!keys.count(name)) refuse(source, key + "." + name, "unknown key (a bound takes atol, atol_rms, rtol, reason)");
+  }
+  ErrorBound b;
+  b.reason = non_empty_reason(bound, source, key);
+  if (bound.contains("atol")) b.atol = non_negative(bound, "atol", source, key);
+  if (bound.contains("atol_rms")) b.atol_rms = non_negative(bound, "atol_rms", source, key);
+  if (bound.contains("rtol")) b.rtol = non_negative(bound, "rtol", source, key);
+  return b;
+}
+
 Tolerance parse_row(const json& row, const std::string& source, const std::string& key, bool index_set) {
   if (!row.is_object()) refuse(source, key, "a row must be an object, got " + row.dump());
-  static const std::set<std::string> dense_keys{"atol", "atol_rms", "rtol", "max_cos_diff", "max_nmse", "bitwise", "reason"};
+  static const std::set<std::string> dense_keys{"atol",    "atol_rms",     "rtol",              "max_cos_diff", "max_nmse",
+                                                "bitwise", "pre_rounding", "pre_rounding_tail", "reason"};
   static const std::set<std::string> index_keys{"atol", "rtol", "reason"};
   const std::set<std::string>& allowed = index_set ? index_keys : dense_keys;
   for (const auto& [name, value] : row.items()) {
     if (!allowed.count(name)) {
       refuse(source, key + "." + name,
              index_set ? "an index-set stage takes atol, rtol (the tie window of its scores) and reason only"
-                       : "unknown key (a row takes atol, atol_rms, rtol, max_cos_diff, max_nmse, bitwise, reason)");
+                       : "unknown key (a row takes atol, atol_rms, rtol, max_cos_diff, max_nmse, bitwise, "
+                         "pre_rounding, pre_rounding_tail, reason)");
     }
   }
   for (const char* required : {"reason", "atol", "rtol"}) {
     if (!row.contains(required)) refuse(source, key, std::string("missing \"") + required + "\"");
   }
-  if (!row["reason"].is_string() || row["reason"].get<std::string>().empty()) {
-    refuse(source, key + ".reason", "must be a non-empty string");
-  }
   Tolerance t;
-  t.reason = row["reason"].get<std::string>();
+  t.reason = non_empty_reason(row, source, key);
   t.atol = non_negative(row, "atol", source, key);
   t.rtol = non_negative(row, "rtol", source, key);
   if (row.contains("atol_rms")) t.atol_rms = non_negative(row, "atol_rms", source, key);
@@ -64,6 +87,11 @@ Tolerance parse_row(const json& row, const std::string& source, const std::strin
   if (row.contains("bitwise")) {
     if (!row["bitwise"].is_boolean()) refuse(source, key + ".bitwise", "must be true or false");
     t.bitwise = row["bitwise"].get<bool>();
+  }
+  if (row.contains("pre_rounding")) t.pre_rounding = parse_bound(row["pre_rounding"], source, key + ".pre_rounding");
+  if (row.contains("pre_rounding_tail")) {
+    if (!t.pre_rounding) refuse(source, key + ".pre_rounding_tail", "needs \"pre_rounding\" (the bound of the rest of the row)");
+    t.pre_rounding_tail = parse_bound(row["pre_rounding_tail"], source, key + ".pre_rounding_tail");
   }
   return t;
 }
