@@ -47,6 +47,9 @@ class StageProvider {
   virtual std::string name() const { return "oracle"; }
   // True when this provider computes `entry` with code of its own rather than the oracle's.
   virtual bool computes(StageEntry entry) const { return entry != StageEntry::none; }
+  // Why this provider leaves `stage` to the oracle's code for a layer of configuration `config`
+  // although computes() lists its entry (a kernel built for other dims); "" when it computes it.
+  virtual std::string declines(Stage, const ModelConfig&) const { return ""; }
 
   // x [s, dim] -> q_latent [s, q_lora_rank]
   virtual Mat q_latent(const AttentionLayer& layer, const Mat& x) const;

@@ -39,9 +39,15 @@ namespace dsv4::cuda {
 //       at 96 registers, the C128 kernels as 512-thread blocks merging 4 slabs).
 // The online C128 kernels have one version. Asking an entry point for a version it does not have
 // throws std::invalid_argument.
+// The head dims the kernels are instantiated for: 128 (the indexer's, and the main compressor of
+// small configs) and 512 (V4's main compressor); the indexer kind takes 128 only.
+constexpr bool takes_head_dim(Kind kind, int head_dim) {
+  return kind == Kind::main ? head_dim == 128 || head_dim == 512 : head_dim == 128;
+}
+
 struct CompressorParams {
   int ratio = 4;       // 4 (overlap, coff 2) or 128
-  int head_dim = 512;  // d: 128 or 512
+  int head_dim = 512;  // d: takes_head_dim
   Kind kind = Kind::main;
   double norm_eps = 1e-6;
   const float* ape = nullptr;   // [ratio, coff*d]

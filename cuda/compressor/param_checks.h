@@ -18,10 +18,9 @@ inline void check_params(const CompressorParams& p, int ratio, int plan_ratio, i
                                 std::to_string(p.ratio));
   require(plan_ratio == ratio, w + ": the plan was built for ratio " + std::to_string(plan_ratio) +
                                    ", expected " + std::to_string(ratio));
-  require(p.head_dim == 128 || p.head_dim == 512,
-          w + ": head_dim must be 128 or 512, got " + std::to_string(p.head_dim));
-  require(p.kind == Kind::main || p.head_dim == 128,
-          w + ": the indexer kind needs head_dim 128, got " + std::to_string(p.head_dim));
+  require(takes_head_dim(p.kind, p.head_dim),
+          w + (p.kind == Kind::main ? ": head_dim must be 128 or 512, got " : ": the indexer kind needs head_dim 128, got ") +
+              std::to_string(p.head_dim));
   require(p.ape && p.norm && p.rope, w + ": ape, norm and rope must be device pointers, got a nullptr");
   require(max_entry < p.rope_entries, w + ": the RoPE table covers entries [0, " +
                                           std::to_string(p.rope_entries) + "), the call writes entry " +

@@ -60,8 +60,24 @@ class CudaBackend : public ref::StageProvider {
       default: return false;
     }
   }
+  // The compressor kernels exist for head dims 128 and 512 (cuda::takes_head_dim); a layer of other
+  // dims (the alias-free DeepSeek capture's 192) has its main compressor stages computed by the oracle.
+  std::string declines(ref::Stage stage, const ref::ModelConfig& c) const override {
+    switch (stage) {
+      case ref::Stage::compressor_entries:
+      case ref::Stage::compressor_state_kv:
+      case ref::Stage::compressor_state_score:
+        return compressor_takes(ref::CompressorKind::main, c) ? "" : declined_head_dim(c.head_dim);
+      case ref::Stage::indexer_compressor_entries:
+      case ref::Stage::indexer_compressor_state_kv:
+      case ref::Stage::indexer_compressor_state_score:
+        return compressor_takes(ref::CompressorKind::indexer, c) ? "" : declined_head_dim(c.index_head_dim);
+      default: return "";
+    }
+  }
   ref::CompressorOutput compress(const ref::AttentionLayer& l, ref::CompressorKind kind, const ref::Mat& x,
                                  int64_t start_pos, ref::CompressorState& state) const override {
+    if (!compressor_takes(kind, l.config())) return ref::StageProvider::compress(l, kind, x, start_pos, state);
     const ref::CompressorWeights& w =
         kind == ref::CompressorKind::main ? l.weights().compressor : l.weights().indexer.compressor;
     const ref::CompressorProjections proj = ref::compressor_projections(w, x, l.policy());
@@ -121,6 +137,15 @@ class CudaBackend : public ref::StageProvider {
   }
 
  private:
+  static bool compressor_takes(ref::CompressorKind kind, const ref::ModelConfig& c) {
+    return kind == ref::CompressorKind::main ? cuda::takes_head_dim(cuda::Kind::main, c.head_dim)
+                                             : cuda::takes_head_dim(cuda::Kind::indexer, c.index_head_dim);
+  }
+  static std::string declined_head_dim(int head_dim) {
+    return "the compressor kernels take head_dim 128 or 512 (the indexer's 128), this layer's is " +
+           std::to_string(head_dim);
+  }
+
   // A decode call as an engine runs it: the window ring (after this call's write, slot order) and the
   // compressed entries encoded into MODEL1 pages; each pool's pages placed through a block table in
   // reversed order (page j of the sequence in pool page n - j; pool page 0 unused), so that a kernel

@@ -214,7 +214,10 @@ ReplayedCall LayerReplay::replay_call(const CallCapture& call) {
         if (s.tie_scores && ratio == 4) value.tie_scores = tie_scores;
       }
       if (s.comparison == ref::Comparison::dense_state) value.rows = meaningful_rows(s, cfg, ratio, end);
-      value.computed_by = backend_.computes(s.entry) ? backend_.name() : "oracle";
+      const std::string declined = backend_.computes(s.entry) ? backend_.declines(s.id, cfg) : "";
+      value.computed_by = !backend_.computes(s.entry) ? "oracle"
+                          : declined.empty()          ? backend_.name()
+                                                      : "oracle (" + backend_.name() + " declines: " + declined + ")";
     }
     return values;
   };

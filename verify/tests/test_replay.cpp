@@ -369,6 +369,12 @@ TEST_CASE("the cuda backend runs or says why not") {
     CHECK(backend->name() == "cuda");
     CHECK(backend->computes(dsv4::ref::StageEntry::compress));
     CHECK_FALSE(backend->computes(dsv4::ref::StageEntry::q_latent));
+    // Dims the kernels lack are left to the oracle, with the reason the record's note carries.
+    dsv4::ref::ModelConfig odd = dsv4::ref::ModelConfig::tiny();
+    odd.head_dim = 192;
+    CHECK(backend->declines(dsv4::ref::Stage::compressor_entries, odd).find("this layer's is 192") != std::string::npos);
+    CHECK(backend->declines(dsv4::ref::Stage::indexer_compressor_entries, odd).empty());
+    CHECK(backend->declines(dsv4::ref::Stage::compressor_entries, dsv4::ref::ModelConfig::flash()).empty());
   } catch (const BackendUnavailable& e) {
     CHECK(std::string(e.what()).starts_with("cuda backend not built / no GPU"));
   }

@@ -12,6 +12,7 @@ tier): calc_diff < 5e-6, plus 20 reruns bitwise. Writes DIR/deepgemm_check.{json
 Exit status: 0 all pass, 1 a case failed, 77 deep_gemm or CUDA missing (no report written).
 """
 import argparse
+import faulthandler
 import sys
 
 import numpy as np
@@ -112,6 +113,8 @@ def main(argv=None):
     ap.add_argument("--reruns", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
+    # A crash inside a native library (the engine's, torch's or ours) prints the Python stack that led to it.
+    faulthandler.enable()
     try:
         import torch
         import deep_gemm

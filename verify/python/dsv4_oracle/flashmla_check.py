@@ -17,6 +17,7 @@ Needs torch with CUDA and an importable flash_mla (built elsewhere; this reposit
 Exit status: 0 all cases pass, 1 a case failed, 2 bad arguments, 77 flash_mla or CUDA missing.
 """
 import argparse
+import faulthandler
 import sys
 import time
 
@@ -165,6 +166,8 @@ def main(argv=None):
     ap.add_argument("--reruns", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
+    # A crash inside a native library (the engine's, torch's or ours) prints the Python stack that led to it.
+    faulthandler.enable()
     models = args.models.split(",")
     if any(m not in MODELS for m in models):
         print(f"flashmla_check: unknown model in {args.models!r} (known: {', '.join(MODELS)})", file=sys.stderr)
