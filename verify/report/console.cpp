@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <sstream>
 
 #include "verify/report/text_cells.h"
 
@@ -93,6 +94,14 @@ std::vector<std::string> stage_cells(const StageSummary& s) {
 }
 
 }  // namespace
+
+std::string record_lines(const Record& r) {
+  std::ostringstream out;
+  write_aligned(out, {record_cells(r)}, {0}, {failure_detail(r)});
+  std::string text = out.str();
+  text.pop_back();  // the last line's newline
+  return text;
+}
 
 void write_console(std::ostream& out, const Report& report, const ConsoleOptions& options) {
   out << fmt::format("dsv4-verify: {}  mode {}  precision {}  backend {}\n", report.file, report.mode,

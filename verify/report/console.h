@@ -7,6 +7,7 @@
 // verbose: every record on its own aligned line (status, stage, shape, dtype, the metrics of its
 // comparator, the worst row and token, the rounding census) before the stage lines.
 #include <ostream>
+#include <string>
 
 #include "verify/report/record.h"
 
@@ -17,5 +18,9 @@ struct ConsoleOptions {
 };
 
 void write_console(std::ostream& out, const Report& report, const ConsoleOptions& options = {});
+
+// One record as the verbose report prints it: its line, and for a FAIL the indented detail line
+// (the Python package's str(record)).
+std::string record_lines(const Record& r);
 
 }  // namespace dsv4::verify

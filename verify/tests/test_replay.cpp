@@ -112,7 +112,7 @@ TEST_CASE("a corrupted attn/core value is the first failure in stage-local repla
   CHECK(r.counts().failed == 2);
 }
 
-TEST_CASE("a corrupted early stage is the first failure in chained replay; a consumer inconsistent with it fails on its own error") {
+TEST_CASE("a corrupted early stage is the first failure in chained replay and a consumer inconsistent with it fails on its own error") {
   Capture c = synth({128}, {13, 1});
   dataset(c, 0, 0, "kv").values[5] += 1.0;
   const Report r = replay(c, ReplayMode::chained);

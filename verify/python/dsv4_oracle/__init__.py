@@ -5,8 +5,11 @@ cache layouts and conventions, the comparators with the project's tolerance tabl
 and pytest fixtures (dsv4_oracle.pytest_plugin). Functions take numpy arrays or torch tensors
 (CPU; CUDA tensors are copied to the host) and answer in kind.
 """
-from . import _core
+# _arrays imports torch (when installed) before _core is loaded: on the H200 machine (Ubuntu 24.04,
+# torch 2.11+cu130) importing torch after _core aborts inside torch's import (free(): invalid pointer
+# in torch._sources), while the other order works (bench/results/2026-12-01-h200-kernels.md, run 4).
 from ._arrays import adapt as _adapt
+from . import _core  # noqa: E402
 
 __version__ = "0.1.0"
 

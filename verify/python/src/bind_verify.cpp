@@ -7,7 +7,6 @@
 #include <nanobind/stl/vector.h>
 
 #include <numeric>
-#include <sstream>
 #include <stdexcept>
 
 #include "reference/stage_registry.h"
@@ -25,23 +24,6 @@ using namespace nb::literals;
 namespace v = verify;
 
 namespace {
-
-// The record's lines exactly as dsv4-verify's console report prints them (the record line, and
-// for a FAIL the indented detail line).
-std::string console_lines(const v::Record& r) {
-  v::Report report;
-  report.records = {r};
-  std::ostringstream os;
-  v::write_console(os, report);
-  std::istringstream is(os.str());
-  std::string line, text;
-  int first_failure_lines = 0;
-  while (std::getline(is, line)) {
-    if (line.starts_with("first failure:")) { ++first_failure_lines; continue; }
-    if (first_failure_lines == 1) text += (text.empty() ? "" : "\n") + line;
-  }
-  return text;
-}
 
 std::vector<int64_t> flat_int(const InAny& a) {
   std::vector<int64_t> out(a.size());
@@ -175,8 +157,8 @@ void bind_verify(nb::module_& m) {
         if (auto* i = std::get_if<v::IndexSetMetrics>(&r.metrics)) return nb::cast(*i);
         return nb::none(); })
       .def_prop_ro("reason", [](const v::Record& r) { return v::failure_detail(r); }, "what failed and against which limits ('' on PASS)")
-      .def("__str__", &console_lines)
-      .def("__repr__", &console_lines)
+      .def("__str__", &v::record_lines)
+      .def("__repr__", &v::record_lines)
       .def("__bool__", [](const v::Record& r) { return r.status == v::Status::pass; });
   m.def("compare_stage", &compare_stage, "stage"_a, "reference"_a, "tested"_a, "table"_a, "scores"_a = nb::none(), "offset"_a = 0,
         "row_mask"_a = nb::none(), "layer"_a = 0, "call"_a = 0, "dtype"_a = "",
