@@ -5,9 +5,6 @@ import pytest
 import dsv4_oracle as d
 from dsv4_oracle import capture
 
-pytestmark = pytest.mark.skipif(not hasattr(d, "read_capture"),
-                                reason="module built without HDF5 (verify/python/device): no capture files")
-
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
