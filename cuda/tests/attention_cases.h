@@ -68,7 +68,7 @@ struct PrefillCase {
 
 // ---- building cases -----------------------------------------------------------------------------
 
-// How a random case's index lists are damaged (production-kernels.md's adversarial inputs).
+// How a random case's index lists are damaged (the adversarial inputs of docs/cuda-attention.md "Checks").
 struct Damage {
   double invalid_fraction = 0;    // this share of the slots gets an invalid entry (anywhere)
   int invalid_leading_blocks = 0; // rows with an odd index: slots [0, 64 * this) all invalid

@@ -1,6 +1,6 @@
 // GPU tests of the CUDA sparse MQA kernels and the output path (label gpu), every version against
 // the oracle (reference/stages/sparse_mqa.h, output_projection.h) on fresh random and adversarial
-// inputs (production-kernels.md's list: -1 anywhere, whole leading 64-slot blocks invalid, rows
+// inputs (docs/cuda-attention.md "Checks": -1 anywhere, whole leading 64-slot blocks invalid, rows
 // without a valid slot, out-of-range entries of every kind, lengths that cut the lists, huge
 // sinks, k = 0, irregular page sizes, NaN in every token no valid slot references).
 //

@@ -2,7 +2,7 @@
 // Index-set comparison for top-k style stages (indexer/topk, topk_idxs): per row, the selected
 // indices are compared as sets (order does not matter, -1 marks an unused slot), and a difference
 // is accepted only as a swap among (near-)ties at the selection threshold, as ggml's top_k error,
-// FlashInfer's tie-robust check and production-kernels.md section 11 A.4 do.
+// FlashInfer's tie-robust check do (docs/tolerances.md, the index-set rows).
 #include <cstdint>
 #include <limits>
 #include <span>

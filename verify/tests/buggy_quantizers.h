@@ -1,6 +1,6 @@
 #pragma once
-// Test-only block quantizers with the bugs production kernels have shipped (production-kernels.md
-// section 11): element rounding toward zero at ties or by truncation instead of to nearest even, a
+// Test-only block quantizers with the bugs production kernels have shipped (docs/tolerances.md
+// "The mutations behind every row"): element rounding toward zero at ties or by truncation instead of to nearest even, a
 // UE8M0 scale rounded down instead of up, a wrong amax floor. With nearest_even, ceil and the
 // format's floor they are DeepSeek's quantizer, written independently of reference/numerics/ (the
 // tests check that they agree with it).
