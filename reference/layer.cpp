@@ -26,16 +26,28 @@ void write_window_rows(const Mat& kv, int64_t start_pos, Index first, KvCache& c
 }  // namespace
 
 AttentionLayer::AttentionLayer(ModelConfig cfg, AttentionWeights weights, PrecisionPolicy policy)
-    : cfg_(validated(std::move(cfg))), w_(std::move(weights)), p_(std::move(policy)) {
-  w_.validate(cfg_);
-  rope_ = RopeTable::for_layer(cfg_, w_.compress_ratio, p_);
+    : cfg_(validated(std::move(cfg))),
+      w_(std::make_shared<const AttentionWeights>(std::move(weights))),
+      p_(std::move(policy)) {
+  w_->validate(cfg_);
+  rope_ = RopeTable::for_layer(cfg_, w_->compress_ratio, p_);
+}
+
+// Configuration and weights were validated when the first layer was built.
+AttentionLayer::AttentionLayer(ModelConfig cfg, std::shared_ptr<const AttentionWeights> weights, PrecisionPolicy policy)
+    : cfg_(std::move(cfg)), w_(std::move(weights)), p_(std::move(policy)) {
+  rope_ = RopeTable::for_layer(cfg_, w_->compress_ratio, p_);
+}
+
+AttentionLayer AttentionLayer::with_policy(PrecisionPolicy policy) const {
+  return AttentionLayer(cfg_, w_, std::move(policy));
 }
 
 // x [s, dim] -> every stage of the call; reads and updates the sequence's cache.
 StageOutputs AttentionLayer::forward(const Mat& x, int64_t start_pos, KvCache& cache, int seq,
                                      const StageProvider& stages, const StageInputs* inputs) const {
   const int64_t s = x.rows();
-  const int ratio = w_.compress_ratio;
+  const int ratio = w_->compress_ratio;
   const int W = cfg_.window_size;
   if (x.cols() != cfg_.dim)
     throw std::invalid_argument("AttentionLayer::forward: x has " + std::to_string(x.cols()) +

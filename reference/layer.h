@@ -5,6 +5,7 @@
 // one place the layer's data flow is written: every stage runs through a StageProvider (the oracle
 // by default, a kernel backend in a replay), and a stage-local replay supplies captured inputs
 // through StageInputs.
+#include <memory>
 #include <vector>
 
 #include "reference/config.h"
@@ -24,10 +25,14 @@ class AttentionLayer {
   AttentionLayer(ModelConfig cfg, AttentionWeights weights, PrecisionPolicy policy);
 
   const ModelConfig& config() const { return cfg_; }
-  const AttentionWeights& weights() const { return w_; }
+  const AttentionWeights& weights() const { return *w_; }
   const PrecisionPolicy& policy() const { return p_; }
   const RopeTable& rope() const { return rope_; }
-  int compress_ratio() const { return w_.compress_ratio; }
+  int compress_ratio() const { return w_->compress_ratio; }
+
+  // The same layer (configuration and weights, shared, not copied) under another policy: how a
+  // stage provider runs one stage under a numerics variant (reference/mutation.h).
+  AttentionLayer with_policy(PrecisionPolicy policy) const;
 
   // x [s, dim] of sequence `seq`, positions start_pos .. start_pos+s-1. start_pos 0 starts the
   // sequence anew (cache.reset(seq): fresh compressor states, as DeepSeek's code does not); any other
@@ -46,8 +51,10 @@ class AttentionLayer {
                                           const StageProvider& stages = oracle_stages()) const;
 
  private:
+  AttentionLayer(ModelConfig cfg, std::shared_ptr<const AttentionWeights> weights, PrecisionPolicy policy);
+
   ModelConfig cfg_;
-  AttentionWeights w_;
+  std::shared_ptr<const AttentionWeights> w_;  // never null
   PrecisionPolicy p_;
   RopeTable rope_;
 };

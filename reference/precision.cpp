@@ -154,6 +154,7 @@ std::vector<std::pair<std::string, std::string>> PrecisionPolicy::switches() con
 std::string PrecisionPolicy::describe() const {
   std::string text = name + ":";
   for (const auto& [key, value] : switches()) text += " " + key + "=" + value;
+  if (!variant.is_deepseek()) text += " variant: " + variant.describe();
   return text;
 }
 
@@ -165,6 +166,25 @@ std::string PrecisionPolicy::differences_from(const PrecisionPolicy& base) const
       text += (text.empty() ? "" : ", ") + mine[i].first + "=" + mine[i].second + " (" + base.name + ": " +
               theirs[i].second + ")";
   return text.empty() ? "none" : text;
+}
+
+std::string NumericsVariant::describe() const {
+  std::string out;
+  const auto add = [&out](const std::string& item) { out += (out.empty() ? "" : " ") + item; };
+  const auto shift = [](int v) { return (v > 0 ? "+" : "") + std::to_string(v); };
+  if (rope_position_shift != 0) add("rope_position_shift=" + shift(rope_position_shift));
+  if (rope_pairs == RopePairs::first_interleaved) add("rope_pairs=first_interleaved");
+  if (rope_pairs == RopePairs::last_halves) add("rope_pairs=last_halves");
+  if (ape_shift != 0) add("ape_shift=" + shift(ape_shift));
+  if (causal_shift != 0) add("causal_shift=" + shift(causal_shift));
+  switch (softmax_scale_dim) {
+    case SoftmaxScaleDim::head_dim: break;
+    case SoftmaxScaleDim::nope_dim: add("softmax_scale_dim=nope_dim"); break;
+    case SoftmaxScaleDim::rope_dim: add("softmax_scale_dim=rope_dim"); break;
+    case SoftmaxScaleDim::index_head_dim: add("softmax_scale_dim=index_head_dim"); break;
+  }
+  if (!attn_sink) add("attn_sink=off");
+  return out;
 }
 
 }  // namespace dsv4::ref

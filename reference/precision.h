@@ -10,6 +10,7 @@
 
 #include "reference/numerics/block_quant.h"
 #include "reference/numerics/storage.h"
+#include "reference/numerics_variant.h"
 
 namespace dsv4::ref {
 
@@ -35,6 +36,7 @@ struct PrecisionPolicy {
   Storage attn_probs = Storage::bf16;     // probabilities before P.V in sparse attention
   bool attn_online_blocks = true;         // softmax walked in blocks of 64 indices with a running
                                           // max, as kernel.py's sparse_attn does (else one pass)
+  NumericsVariant variant;                // DeepSeek's arithmetic unless a bug class is simulated
 
   static PrecisionPolicy exact();
   static PrecisionPolicy official();
@@ -48,7 +50,7 @@ struct PrecisionPolicy {
   // named). Throws std::invalid_argument listing the known names otherwise.
   static PrecisionPolicy by_name(const std::string& name);
 
-  std::string describe() const;  // one line with every switch, for reports
+  std::string describe() const;  // one line with every switch (and the variant, when not DeepSeek's), for reports
   // (switch, value) for every switch, in describe()'s order.
   std::vector<std::pair<std::string, std::string>> switches() const;
   // The switches whose values differ from `base`'s, as "switch=value (base: value)" joined by ", ";

@@ -3,6 +3,7 @@
 #include "reference/stage_provider.h"
 
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -84,10 +85,24 @@ IndexMat StageProvider::attention_indices(const AttentionLayer& l, const IndexSp
   return ref::attention_indices(space, l.compress_ratio(), indexer_topk);
 }
 
+// The softmax scale is head_dim^-1/2 and the sink enters the denominator, unless the policy's
+// variant simulates a bug class (another head dim; the sink dropped, i.e. a sink logit of -inf,
+// whose term e^(-inf - M) is exactly 0).
 Mat StageProvider::sparse_mqa(const AttentionLayer& l, const Mat& q, const AttentionKv& kv,
                               const IndexMat& indices) const {
-  return ref::sparse_mqa(q, kv.rows(), l.weights().attn_sink, indices, l.config().n_heads,
-                         std::pow(static_cast<double>(l.config().head_dim), -0.5), l.policy());
+  const ModelConfig& cfg = l.config();
+  const NumericsVariant& v = l.policy().variant;
+  int scale_dim = cfg.head_dim;
+  switch (v.softmax_scale_dim) {
+    case SoftmaxScaleDim::head_dim: break;
+    case SoftmaxScaleDim::nope_dim: scale_dim = cfg.nope_dim(); break;
+    case SoftmaxScaleDim::rope_dim: scale_dim = cfg.rope_head_dim; break;
+    case SoftmaxScaleDim::index_head_dim: scale_dim = cfg.index_head_dim; break;
+  }
+  const Vec sink = v.attn_sink ? l.weights().attn_sink
+                               : Vec::Constant(cfg.n_heads, -std::numeric_limits<double>::infinity());
+  return ref::sparse_mqa(q, kv.rows(), sink, indices, cfg.n_heads, std::pow(static_cast<double>(scale_dim), -0.5),
+                         l.policy());
 }
 
 Mat StageProvider::inverse_rope_heads(const AttentionLayer& l, const Mat& core, int64_t start_pos) const {

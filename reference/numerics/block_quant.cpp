@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
@@ -16,9 +17,17 @@ namespace {
 
 float fp32(double x) { return static_cast<float>(x); }
 
+// "1e-04": a floor's value, short and exact enough to tell the variants apart.
+std::string fmt_float(float v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", static_cast<double>(v));
+  return text;
+}
+
 std::string rule_name(ScaleRule r) {
   switch (r) {
     case ScaleRule::ue8m0_ceil: return "ue8m0";
+    case ScaleRule::ue8m0_floor: return "ue8m0-floor";
     case ScaleRule::e8m0_floor: return "e8m0-floor";
     case ScaleRule::nvfp4_e4m3: return "nvfp4-e4m3";
     case ScaleRule::fp32_amax: return "fp32";
@@ -50,6 +59,7 @@ double quantize_element(const BlockFormat& f, double x, double scale, double g) 
   double scaled = 0;
   switch (f.scale) {
     case ScaleRule::ue8m0_ceil:
+    case ScaleRule::ue8m0_floor:
     case ScaleRule::e8m0_floor:
       scaled = x / scale;  // exact: scale is a power of two
       break;
@@ -63,24 +73,42 @@ double quantize_element(const BlockFormat& f, double x, double scale, double g) 
       break;
     }
   }
-  return round_element(f.element, std::clamp(scaled, -f.qmax(), f.qmax()));
+  return round_element(f.element, f.rounding, std::clamp(scaled, -f.qmax(), f.qmax()));
 }
 
 }  // namespace
 
 double BlockFormat::qmax() const { return element == Element::e4m3 ? kFp8E4m3Max : kFp4E2m1Max; }
 
-float BlockFormat::amax_floor() const { return element == Element::e4m3 ? 1e-4f : 6.0f * 0x1p-126f; }
+float BlockFormat::amax_floor() const {
+  if (custom_amax_floor) return *custom_amax_floor;
+  return element == Element::e4m3 ? 1e-4f : 6.0f * 0x1p-126f;
+}
 
 int BlockFormat::emax_elem() const { return element == Element::e4m3 ? 8 : 2; }
 
 std::string BlockFormat::name() const {
-  return std::string(element == Element::e4m3 ? "e4m3" : "e2m1") + "/b" + std::to_string(block) + "/" +
-         rule_name(scale);
+  std::string n = std::string(element == Element::e4m3 ? "e4m3" : "e2m1") + "/b" + std::to_string(block) + "/" +
+                  rule_name(scale);
+  if (rounding == ElementRounding::toward_zero) n += "/rz";
+  if (rounding == ElementRounding::nearest_ties_toward_zero) n += "/rn-tz";
+  if (custom_amax_floor) n += "/floor=" + fmt_float(*custom_amax_floor);
+  return n;
 }
 
 double round_element(Element e, double scaled) {
   return e == Element::e4m3 ? fp8_e4m3_round(scaled) : fp4_e2m1_round(scaled);
+}
+
+double round_element(Element e, ElementRounding rounding, double scaled) {
+  switch (rounding) {
+    case ElementRounding::nearest_even: return round_element(e, scaled);
+    case ElementRounding::toward_zero:
+      return e == Element::e4m3 ? fp8_e4m3_round_toward_zero(scaled) : fp4_e2m1_round_toward_zero(scaled);
+    case ElementRounding::nearest_ties_toward_zero:
+      return e == Element::e4m3 ? fp8_e4m3_round_ties_toward_zero(scaled) : fp4_e2m1_round_ties_toward_zero(scaled);
+  }
+  throw std::invalid_argument("round_element: unknown ElementRounding " + std::to_string(static_cast<int>(rounding)));
 }
 
 double tensor_scale(const BlockFormat& f, double row_amax) {
@@ -92,6 +120,8 @@ double block_scale(const BlockFormat& f, double amax, double row_amax) {
   switch (f.scale) {
     case ScaleRule::ue8m0_ceil:
       return std::ldexp(1.0, ue8m0_ceil_exponent(fp32(amax), f.amax_floor(), fp32(f.qmax())));
+    case ScaleRule::ue8m0_floor:
+      return std::ldexp(1.0, ue8m0_floor_exponent(fp32(amax), f.amax_floor(), fp32(f.qmax())));
     case ScaleRule::e8m0_floor:
       return std::ldexp(1.0, e8m0_floor_exponent(amax, f.emax_elem()));
     case ScaleRule::nvfp4_e4m3: {
@@ -109,6 +139,7 @@ double block_scale(const BlockFormat& f, double amax, double row_amax) {
 double dequantize(const BlockFormat& f, double q, double scale, double g) {
   switch (f.scale) {
     case ScaleRule::ue8m0_ceil:
+    case ScaleRule::ue8m0_floor:
     case ScaleRule::e8m0_floor:
       return q * scale;  // exact: a short element times a power of two
     case ScaleRule::fp32_amax:

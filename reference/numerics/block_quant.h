@@ -3,6 +3,7 @@
 // scale * element(clamp(x / scale, +-qmax)). The format is a value, so that a precision policy can
 // name DeepSeek's choices (FP8 e4m3 block 64 UE8M0 for the KV nope dims, FP4 e2m1 block 32 UE8M0
 // for the indexer) and the alternatives (OCP MXFP4, NVFP4, FP8 per head vector, fp32 scales).
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -13,21 +14,38 @@ enum class Element { e4m3, e2m1 };
 
 enum class ScaleRule {
   ue8m0_ceil,   // DeepSeek: power of two, ceil(log2(max(amax, floor) / qmax))
+  ue8m0_floor,  // variant: power of two, floor(log2(max(amax, floor) / qmax)) (the block top saturates)
   e8m0_floor,   // OCP MX: power of two, floor(log2 amax) - emax_elem (may clip the block top)
   nvfp4_e4m3,   // NVFP4: e4m3 block scale amax_block / (qmax * g), g = amax_row / (qmax * 448)
                 //        in fp32 (qmax = 6 for e2m1; the row is the span passed in)
   fp32_amax,    // plain fp32 scale max(amax, floor) / qmax (sglang's FP8 indexer)
 };
 
+// How a scaled value is rounded onto the element grid. DeepSeek's casts (and every hardware
+// conversion it uses) round to nearest, ties to even; the others are numerics variants (bugs seen
+// in kernels, docs/math.md "Numerics variants").
+enum class ElementRounding {
+  nearest_even,
+  toward_zero,               // truncation
+  nearest_ties_toward_zero,  // to nearest; a tie goes to the smaller magnitude
+};
+
 struct BlockFormat {
+  BlockFormat() = default;
+  BlockFormat(Element e, int block_size, ScaleRule rule) : element(e), block(block_size), scale(rule) {}
+
   Element element = Element::e4m3;
   int block = 64;
   ScaleRule scale = ScaleRule::ue8m0_ceil;
+  ElementRounding rounding = ElementRounding::nearest_even;
+  std::optional<float> custom_amax_floor;  // a floor other than the element's (a numerics variant)
 
   double qmax() const;
-  float amax_floor() const;  // 1e-4 for e4m3, 6 * 2^-126 for e2m1 (DeepSeek's floors)
+  float amax_floor() const;  // custom_amax_floor, else 1e-4 for e4m3, 6 * 2^-126 for e2m1 (DeepSeek's)
   int emax_elem() const;     // exponent of the largest element: 8 for e4m3 (448), 2 for e2m1 (6)
-  std::string name() const;  // "<element>/b<block>/<rule>", e.g. "e4m3/b64/ue8m0"
+  // "<element>/b<block>/<rule>", e.g. "e4m3/b64/ue8m0", then "/rz" (toward zero) or "/rn-tz" (ties
+  // toward zero) and "/floor=<f>" when those are not the defaults.
+  std::string name() const;
   bool operator==(const BlockFormat&) const = default;
 
   static BlockFormat fp8_kv() { return {Element::e4m3, 64, ScaleRule::ue8m0_ceil}; }
@@ -41,9 +59,12 @@ struct BlockFormat {
 // Element rounding of the format (RNE, saturating), on an already scaled value: fp8_e4m3_round
 // (NaN stays NaN) or fp4_e2m1_round (NaN gives +6, as CUDA's conversion does).
 double round_element(Element e, double scaled);
+// The same with another rounding rule (saturating alike).
+double round_element(Element e, ElementRounding rounding, double scaled);
 
 // The stored scale of one block (amax = max |x| over the block; row_amax only for nvfp4_e4m3):
 //   ue8m0_ceil  2^ceil(log2(fp32(max(amax, floor) * fp32(1 / qmax))))       (scale_rules.h)
+//   ue8m0_floor 2^floor(log2(fp32(max(amax, floor) * fp32(1 / qmax))))      (scale_rules.h)
 //   e8m0_floor  2^(floor(log2 amax) - emax_elem), 2^-127 for amax = 0        (scale_rules.h)
 //   nvfp4_e4m3  e4m3(fp32(amax / fp32(qmax * g))), g = tensor_scale(row_amax); a scale that
 //               rounds to 0 becomes 1.0 (its block then quantizes to zeros)

@@ -10,13 +10,34 @@ namespace dsv4::ref {
 
 inline constexpr double kFp4E2m1Max = 6.0;
 
+// The spacing of the e2m1 grid at magnitude a.
+inline double fp4_e2m1_quantum(double a) { return a < 2 ? 0.5 : (a < 4 ? 1.0 : 2.0); }
+
 inline double fp4_e2m1_round(double x) {
   if (std::isnan(x)) return kFp4E2m1Max;
   const double a = std::fabs(x);
-  const double quantum = a < 2 ? 0.5 : (a < 4 ? 1.0 : 2.0);  // spacing of the grid at a
-  double r = std::nearbyint(a / quantum) * quantum;           // RNE on the grid
+  const double quantum = fp4_e2m1_quantum(a);
+  double r = std::nearbyint(a / quantum) * quantum;  // RNE on the grid
   if (r > kFp4E2m1Max) r = kFp4E2m1Max;
   return std::copysign(r, x);
+}
+
+// Numerics variants (docs/math.md "Numerics variants"): e2m1 rounding toward zero, and to nearest
+// with ties toward zero (0.75 -> 0.5, 1.75 -> 1.5, 3.5 -> 3 where RNE gives 1, 2, 4); both saturate
+// at +-6, NaN gives +6 as fp4_e2m1_round.
+inline double fp4_e2m1_round_toward_zero(double x) {
+  if (std::isnan(x)) return kFp4E2m1Max;
+  const double a = std::fabs(x);
+  const double r = std::trunc(a / fp4_e2m1_quantum(a)) * fp4_e2m1_quantum(a);
+  return std::copysign(r > kFp4E2m1Max ? kFp4E2m1Max : r, x);
+}
+
+inline double fp4_e2m1_round_ties_toward_zero(double x) {
+  if (std::isnan(x)) return kFp4E2m1Max;
+  const double a = std::fabs(x);
+  const double quantum = fp4_e2m1_quantum(a);
+  const double r = std::ceil(a / quantum - 0.5) * quantum;
+  return std::copysign(r > kFp4E2m1Max ? kFp4E2m1Max : r, x);
 }
 
 inline uint8_t fp4_e2m1_encode(double x) {

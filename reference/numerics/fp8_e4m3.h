@@ -10,16 +10,41 @@ namespace dsv4::ref {
 
 inline constexpr double kFp8E4m3Max = 448.0;
 
+// The spacing of the e4m3 grid at magnitude a < 448: 2^(lead - 3), lead the exponent of a's
+// leading bit, at least -6 (below 2^-6 the grid is the subnormal one, spacing 2^-9).
+inline double fp8_e4m3_quantum(double a) {
+  int e = 0;
+  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1): the leading bit is 2^(e-1)
+  const int lead = a == 0 ? -6 : (e - 1 < -6 ? -6 : e - 1);
+  return std::ldexp(1.0, lead - 3);  // 3 mantissa bits
+}
+
 // The e4m3 value nearest to x (ties to even, saturating), as a double.
 inline double fp8_e4m3_round(double x) {
   if (std::isnan(x)) return x;
   const double a = std::fabs(x);
   if (a >= kFp8E4m3Max) return std::copysign(kFp8E4m3Max, x);
-  int e = 0;
-  std::frexp(a, &e);                        // a = m * 2^e, m in [0.5, 1): the leading bit is 2^(e-1)
-  const int lead = a == 0 ? -6 : (e - 1 < -6 ? -6 : e - 1);  // below 2^-6 the grid is the subnormal one
-  const double quantum = std::ldexp(1.0, lead - 3);            // 3 mantissa bits
-  const double r = std::nearbyint(a / quantum) * quantum;       // exact division by a power of two; RNE
+  const double quantum = fp8_e4m3_quantum(a);
+  const double r = std::nearbyint(a / quantum) * quantum;  // exact division by a power of two; RNE
+  return std::copysign(r > kFp8E4m3Max ? kFp8E4m3Max : r, x);
+}
+
+// Numerics variants (docs/math.md "Numerics variants"): e4m3 rounding toward zero (truncation of
+// the mantissa), and to nearest with ties toward zero; both saturate at +-448, NaN stays NaN.
+inline double fp8_e4m3_round_toward_zero(double x) {
+  if (std::isnan(x)) return x;
+  const double a = std::fabs(x);
+  if (a >= kFp8E4m3Max) return std::copysign(kFp8E4m3Max, x);
+  const double quantum = fp8_e4m3_quantum(a);
+  return std::copysign(std::trunc(a / quantum) * quantum, x);
+}
+
+inline double fp8_e4m3_round_ties_toward_zero(double x) {
+  if (std::isnan(x)) return x;
+  const double a = std::fabs(x);
+  if (a >= kFp8E4m3Max) return std::copysign(kFp8E4m3Max, x);
+  const double quantum = fp8_e4m3_quantum(a);
+  const double r = std::ceil(a / quantum - 0.5) * quantum;  // a / quantum - 0.5 is exact (< 2^5)
   return std::copysign(r > kFp8E4m3Max ? kFp8E4m3Max : r, x);
 }
 

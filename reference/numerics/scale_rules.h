@@ -20,6 +20,13 @@ inline int ue8m0_ceil_exponent(float amax, float floor, float qmax) {
   return exponent + ((bits & 0x7fffffu) != 0 ? 1 : 0);
 }
 
+// The floor variant of the same rule (a bug class: docs/math.md "Numerics variants"): the exponent
+// of t without the ceiling, so x / s can exceed qmax and the block's top saturates.
+inline int ue8m0_floor_exponent(float amax, float floor, float qmax) {
+  const float t = std::fmax(amax, floor) * (1.0f / qmax);
+  return static_cast<int>((std::bit_cast<uint32_t>(t) >> 23) & 0xffu) - 127;
+}
+
 // OCP MX rule (MX v1.0 section 6.3): X = 2^(floor(log2 amax) - emax_elem), emax_elem = 2 for
 // E2M1 and 8 for E4M3; amax = 0 gives the smallest scale 2^-127. The top of a block may clip.
 inline int e8m0_floor_exponent(double amax, int emax_elem) {

@@ -110,19 +110,31 @@ void apply_rope(RowRef row, int n_heads, int head_dim, int64_t position, const R
                                 " values, expected n_heads * head_dim = " +
                                 std::to_string(static_cast<Index>(n_heads) * head_dim));
   const int half = rope_dim / 2;
+  // The position and the pairing are DeepSeek's unless p.variant simulates a bug class. A negative
+  // position (a shift of -1 at t = 0) rotates backwards: fp32(-t * f) = -fp32(t * f), so its
+  // cos and sin are those of |t| with the sine negated.
+  const RopePairs pairs = p.variant.rope_pairs;
+  const int64_t at = position + p.variant.rope_position_shift;
+  const double backwards = at < 0 ? -1.0 : 1.0;
   std::vector<double> c(half), s(half);
   for (int i = 0; i < half; ++i) {
-    c[i] = table.cos_at(position, i);
-    s[i] = inverse ? -table.sin_at(position, i) : table.sin_at(position, i);
+    c[i] = table.cos_at(at < 0 ? -at : at, i);
+    const double sine = backwards * table.sin_at(at < 0 ? -at : at, i);
+    s[i] = inverse ? -sine : sine;
   }
   const auto store = [&p](double v) { return round_to(p.activations, round_to(p.fp32_tensors, v)); };
+  // Pair i is (first + 2i, first + 2i + 1), or (first + i, first + half + i) for halves.
+  const Index first_in_head = pairs == RopePairs::first_interleaved ? 0 : head_dim - rope_dim;
+  const Index step = pairs == RopePairs::last_halves ? 1 : 2;
+  const Index partner = pairs == RopePairs::last_halves ? half : 1;
   for (int h = 0; h < n_heads; ++h) {
-    const Index first = static_cast<Index>(h) * head_dim + (head_dim - rope_dim);
+    const Index first = static_cast<Index>(h) * head_dim + first_in_head;
     for (int i = 0; i < half; ++i) {
-      const double a = row(first + 2 * i);
-      const double b = row(first + 2 * i + 1);
-      row(first + 2 * i) = store(a * c[i] - b * s[i]);
-      row(first + 2 * i + 1) = store(a * s[i] + b * c[i]);
+      const Index re = first + step * i, im = re + partner;
+      const double a = row(re);
+      const double b = row(im);
+      row(re) = store(a * c[i] - b * s[i]);
+      row(im) = store(a * s[i] + b * c[i]);
     }
   }
 }

@@ -27,7 +27,8 @@ struct RopeTable {
 
 // Rotates the last table.rope_dim dims of every head of one row in place; the row holds n_heads
 // heads of head_dim values each. inverse = rotate by -angle (conjugate). The complex product is
-// computed in fp32 storage and the result rounded to the activation storage.
+// computed in fp32 storage and the result rounded to the activation storage. p.variant may move
+// the position (rope_position_shift) or the pairs (rope_pairs): numerics variants, DeepSeek's by default.
 // row [n_heads * head_dim]
 void apply_rope(RowRef row, int n_heads, int head_dim, int64_t position, const RopeTable& table,
                 bool inverse, const PrecisionPolicy& p);

@@ -9,14 +9,13 @@
 
 #include <cmath>
 #include <limits>
-#include <span>
 #include <stdexcept>
 #include <string>
 
-#include "reference/numerics/block_quant.h"
 #include "reference/primitives/hadamard.h"
 #include "reference/primitives/linear.h"
 #include "reference/primitives/rmsnorm.h"
+#include "reference/stages/indexer.h"
 #include "reference/stages/projections.h"
 
 namespace dsv4::ref {
@@ -99,6 +98,7 @@ Mat run_state_machine(const CompressorWeights& w, const CompressorProjections& p
   const int r = w.ratio, d = w.head_dim;
   const bool overlap = w.coff() == 2;
   const int offset = overlap ? r : 0;
+  const int ape_shift = ((p.variant.ape_shift % r) + r) % r;  // DeepSeek: 0 (a numerics variant otherwise)
   const Index s = proj.kv.rows();
   Mat pooled(completed_blocks(start_pos, s, r), d);
   Index n_done = 0;
@@ -106,9 +106,10 @@ Mat run_state_machine(const CompressorWeights& w, const CompressorProjections& p
   for (Index i = 0; i < s; ++i) {
     const int64_t t = start_pos + i;
     const int slot = static_cast<int>(t % r);
+    const int ape_row = (slot + ape_shift) % r;
     state.kv.row(offset + slot) = proj.kv.row(i);
     for (Index c = 0; c < state.score.cols(); ++c)
-      state.score(offset + slot, c) = round_to(p.fp32_tensors, proj.score(i, c) + w.ape(slot, c));
+      state.score(offset + slot, c) = round_to(p.fp32_tensors, proj.score(i, c) + w.ape(ape_row, c));
     if (slot != r - 1) continue;
     const int64_t block = t / r;
     if (overlap) {
@@ -238,9 +239,7 @@ Mat postprocess_entries(const CompressorWeights& w, CompressorKind kind, const M
     quantize_kv_nope(kv, rope.rope_dim, p);
   } else {
     if (p.indexer_hadamard) kv = hadamard_rows(kv, w.head_dim, p);
-    if (p.indexer_qk)
-      for (Index i = 0; i < kv.rows(); ++i)
-        fake_quant_row(*p.indexer_qk, std::span<double>(kv.row(i).data(), static_cast<size_t>(kv.cols())));
+    quantize_indexer_rows(kv, p);
   }
   round_in_place(p.activations, kv);
   return kv;
@@ -295,6 +294,7 @@ CompressorOutput compress_online_c128(const CompressorWeights& w, const Mat& x, 
                                 std::to_string(state.sum.size()) + "/" + std::to_string(state.mean.size()));
   const CompressorProjections proj = compressor_projections(w, x, p);
   const int r = w.ratio;
+  const int ape_shift = ((p.variant.ape_shift % r) + r) % r;  // DeepSeek: 0 (a numerics variant otherwise)
   CompressorOutput out;
   out.first_entry = start_pos / r;
   out.pooled.resize(completed_blocks(start_pos, x.rows(), r), d);
@@ -302,8 +302,9 @@ CompressorOutput compress_online_c128(const CompressorWeights& w, const Mat& x, 
   for (Index i = 0; i < x.rows(); ++i) {
     const int64_t t = start_pos + i;
     const int slot = static_cast<int>(t % r);
+    const int ape_row = (slot + ape_shift) % r;
     for (int c = 0; c < d; ++c) {
-      const double s = round_to(p.fp32_tensors, proj.score(i, c) + w.ape(slot, c));
+      const double s = round_to(p.fp32_tensors, proj.score(i, c) + w.ape(ape_row, c));
       const double kv = proj.kv(i, c);
       if (slot == 0) {
         state.max(c) = s;

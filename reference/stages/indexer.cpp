@@ -42,16 +42,24 @@ Mat indexer_q(const IndexerWeights& w, const Mat& q_latent, int64_t start_pos, c
     apply_rope(q.row(i), heads, head_dim, start_pos + i, rope, /*inverse=*/false, p);
   });
   if (p.indexer_hadamard) q = hadamard_rows(q, head_dim, p);
-  if (p.indexer_qk && p.indexer_q_quant) {
-    // One row of IH*ID values: its blocks never cross a head (ID is a multiple of the block).
-    const BlockFormat format = *p.indexer_qk;
-    parallel_for(q.rows(), [&](int64_t i) {
-      std::span<double> row(q.row(i).data(), static_cast<size_t>(q.cols()));
-      fake_quant_row(format, row);
-      for (double& v : row) v = round_to(p.activations, v);
-    });
-  }
+  // One row of IH*ID values: its blocks never cross a head (ID is a multiple of the block).
+  if (p.indexer_q_quant) quantize_indexer_rows(q, p);
   return q;
+}
+
+// rows [n, width] in place: each row fake-quantized by p.indexer_qk, then rounded to activations.
+void quantize_indexer_rows(Mat& rows, const PrecisionPolicy& p) {
+  if (!p.indexer_qk) return;
+  const BlockFormat format = *p.indexer_qk;
+  // Checked here: an exception must not leave the parallel loop.
+  if (format.block <= 0 || rows.cols() % format.block != 0)
+    throw std::invalid_argument("quantize_indexer_rows: width " + std::to_string(rows.cols()) +
+                                " is not a multiple of the block of " + format.name());
+  parallel_for(rows.rows(), [&](int64_t i) {
+    std::span<double> row(rows.row(i).data(), static_cast<size_t>(rows.cols()));
+    fake_quant_row(format, row);
+    for (double& v : row) v = round_to(p.activations, v);
+  });
 }
 
 // x [s, dim] -> [s, IH]. DeepSeek: bf16 linear, then a bf16 tensor times the Python float
@@ -87,7 +95,10 @@ Mat indexer_scores(const Mat& q, const Mat& weights, const Mat& keys, int64_t st
   const Index n_keys = keys.rows();
   Mat scores = Mat::Constant(q.rows(), n_keys, -std::numeric_limits<double>::infinity());
   parallel_for(q.rows(), [&](int64_t i) {
-    const int64_t visible = std::min<int64_t>(n_keys, (start_pos + i + 1) / ratio);
+    // Entry j is visible to token t once its block is complete: j < (t + 1) / ratio (causal_shift
+    // moves that boundary: a numerics variant, 0 in DeepSeek's code).
+    const int64_t visible =
+        std::clamp<int64_t>((start_pos + i + 1 + p.variant.causal_shift) / ratio, 0, n_keys);
     for (Index j = 0; j < visible; ++j) {
       double head_sum = 0;
       for (Index h = 0; h < heads; ++h) {

@@ -18,6 +18,12 @@ namespace dsv4::ref {
 Mat indexer_q(const IndexerWeights& w, const Mat& q_latent, int64_t start_pos, const RopeTable& rope,
               const ModelConfig& cfg, const PrecisionPolicy& p);
 
+// The final rounding of indexer/q and of the indexer compressor's entries (FP4 simulation): each row
+// of rows [n, width] fake-quantized by p.indexer_qk in its blocks, then rounded to the activation
+// storage; nothing when p.indexer_qk is unset. Throws std::invalid_argument when the width is not a
+// multiple of the block.
+void quantize_indexer_rows(Mat& rows, const PrecisionPolicy& p);
+
 // w = weights_proj(x) * ID^-1/2 * IH^-1/2 (rounded to activations). x [s, dim] -> [s, IH]
 // Officially: a bf16 linear, then the bf16 tensor times the Python float 2^-6.5, which torch
 // computes in fp32 (the multiplier rounded to p.fp32_tensors, the product to fp32, then to bf16).

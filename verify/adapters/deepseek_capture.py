@@ -9,7 +9,8 @@ it, in the layout of docs/capture-format.md. See docs/deepseek-capture.md.
 
     python3 verify/adapters/deepseek_capture.py --inference-dir PATH/inference --out cap.h5 \
         [--config tiny|flash|FILE.json] [--layers 0,1,2] [--batch 2] [--prefill 37] [--decode 5] \
-        [--seed 0] [--device cpu|cuda] [--kernels standin|official]
+        [--seed 0] [--device cpu|cuda] [--kernels standin|official] [--inject-bug STAGE:BUG] \
+        [--no-pre-quant]
 
 How each stage is read (never recomputed by our own formula):
   x, out                       the Attention module's input and output (forward hooks)
@@ -27,6 +28,12 @@ How each stage is read (never recomputed by our own formula):
   indexer/scores               return (sys.settrace on that one code object); indexer/topk is the
                                Indexer module's output
   cache/...                    the module buffers, copied in the Attention forward pre-hook
+  pre_quant/...                the tensors act_quant / fp4_act_quant are about to round in place
+                               (kv and the compressor entries before FP8, indexer q and the indexer
+                               compressor's entries before FP4), read from the caller's frame
+
+--inject-bug STAGE:BUG makes DeepSeek's code compute one stage with a known bug (bug_injection.py;
+the names are the oracle's, `dsv4-verify mutations`), for captures a verifier must fail.
 """
 from __future__ import annotations
 
@@ -46,7 +53,8 @@ ADAPTER_VERSION = "1.0"
 PRODUCER = f"deepseek-official-adapter {ADAPTER_VERSION}"
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import kernel_standins  # noqa: E402  (after the path insert)
+import bug_injection  # noqa: E402  (after the path insert)
+import kernel_standins  # noqa: E402
 
 # The project's tiny configuration (reference/config.cpp ModelConfig::tiny()): the V4 structure
 # with small widths. Layer ratios 0, 4, 128 (plus the MTP layer 0), so layers 0,1,2 cover all three.
@@ -79,6 +87,12 @@ CAPTURED_STAGES = (
     "cache/window_kv", "cache/compressed_kv", "cache/indexer_kv",
     "cache/compressor_state_kv", "cache/compressor_state_score",
     "cache/indexer_compressor_state_kv", "cache/indexer_compressor_state_score",
+)
+
+# The optional pre-quantization datasets (docs/capture-format.md "Pre-quantization values"; the
+# project's reference/pre_quant.h lists the same names, `dsv4-verify stages --json`).
+PRE_QUANT_DATASETS = (
+    "pre_quant/kv", "pre_quant/compressor/entries", "pre_quant/indexer/q", "pre_quant/indexer/compressor/entries",
 )
 
 DTYPE_NAMES = {torch.bfloat16: "bfloat16", torch.float32: "float32", torch.float8_e4m3fn: "float8_e4m3fn"}
@@ -206,6 +220,21 @@ def init_attention_weights(model, attn, maker: WeightMaker) -> None:
         elif isinstance(module, model.Compressor):
             maker.fill_fp32(module.ape, 0.5)
     maker.fill_fp32(attn.attn_sink, 1.0)
+
+
+def put_quantizers_on_edges(attn) -> None:
+    """As `dsv4-verify synth --quantization-edges`: blocks with amax below 1e-4, where the amax floor
+    decides the scale. Indexer head 0's rows of indexer.wq_b (its 128x128 block scales times 2^-16:
+    still powers of two) and the first 64 weights of kv_norm and of the compressor's norm, x 2^-16."""
+    with torch.no_grad():
+        attn.kv_norm.weight[:64] *= 2.0 ** -16
+        if attn.compress_ratio:
+            attn.compressor.norm.weight[:64] *= 2.0 ** -16
+        if getattr(attn, "indexer", None) is not None:
+            wq_b = attn.indexer.wq_b
+            rows = attn.indexer.head_dim
+            assert rows % 128 == 0 and wq_b.weight.dtype == torch.float8_e4m3fn
+            wq_b.scale[: rows // 128] = (wq_b.scale[: rows // 128].float() * 2.0 ** -16).to(wq_b.scale.dtype)
 
 
 def dequantized_weight(lin) -> torch.Tensor:
@@ -362,6 +391,8 @@ class LayerRecorder:
             b = args[0].size(0)
             if output is None:  # no block completed in this call
                 output = torch.empty(b, 0, module.head_dim, dtype=self.current["x"].dtype, device=args[0].device)
+                if RECORD_PRE_QUANT:
+                    self.current[f"pre_quant/{prefix}/entries"] = snapshot(output)
             self.current[f"{prefix}/entries"] = snapshot(output)
             self.current[f"{prefix}/state_kv"] = snapshot(module.kv_state[:b])
             self.current[f"{prefix}/state_score"] = snapshot(module.score_state[:b])
@@ -377,6 +408,45 @@ class LayerRecorder:
 
 
 ACTIVE: List[LayerRecorder] = []  # the recorder of the Attention module now running
+
+
+RECORD_PRE_QUANT = True  # main() clears it for --no-pre-quant
+
+
+def wrap_quantizers(model) -> None:
+    """Rebinds model.py's `act_quant` and `fp4_act_quant` to wrappers that record, before an
+    in-place quantization of a stage, the whole tensor it belongs to (the caller's local `kv` or
+    `q`: the rope dims of kv are not quantized but belong to the value) as pre_quant/<stage>."""
+    fp8_kernel, fp4_kernel = model.act_quant, model.fp4_act_quant
+    attention, indexer, compressor = (model.Attention.forward.__code__, model.Indexer.forward.__code__,
+                                      model.Compressor.forward.__code__)
+
+    def record(frame) -> None:
+        if frame is None:
+            return
+        local = frame.f_locals
+        if frame.f_code is attention:
+            name, whole = "pre_quant/kv", local["kv"]
+        elif frame.f_code is indexer:
+            name, whole = "pre_quant/indexer/q", local["q"]
+        elif frame.f_code is compressor:
+            prefix = "indexer/compressor" if local["self"].rotate else "compressor"
+            name, whole = f"pre_quant/{prefix}/entries", local["kv"]
+        else:
+            return
+        ACTIVE[-1].current[name] = snapshot(whole)
+
+    def act_quant(x, block_size=128, scale_fmt=None, scale_dtype=torch.float32, inplace=False):
+        if inplace and ACTIVE:
+            record(bug_injection.model_frame(model))
+        return fp8_kernel(x, block_size, scale_fmt, scale_dtype, inplace)
+
+    def fp4_act_quant(x, block_size=32, inplace=False):
+        if inplace and ACTIVE:
+            record(bug_injection.model_frame(model))
+        return fp4_kernel(x, block_size, inplace)
+
+    model.act_quant, model.fp4_act_quant = act_quant, fp4_act_quant
 
 
 def wrap_sparse_attn(model) -> None:
@@ -396,12 +466,16 @@ def wrap_sparse_attn(model) -> None:
 # --------------------------------------------------------------------------------------------
 
 def run_layer(model, args, layer_id: int, batch: int, prefill: int, decode: int, seed: int,
-              device: str):
+              device: str, injector: Optional[bug_injection.BugInjector] = None, quantization_edges: bool = False):
     """Fresh Attention(layer_id) with random weights; one prefill call and `decode` one-token calls.
     Returns (attention module, recorder)."""
     maker = WeightMaker(seed * 1000003 + layer_id)
     attn = model.Attention(layer_id, args)
     init_attention_weights(model, attn, maker)
+    if quantization_edges:
+        put_quantizers_on_edges(attn)
+    if injector is not None:
+        injector.attach(attn)
     # The attention input is attn_norm's output: unit-RMS-like bf16 values.
     x = maker.normal(batch, prefill + decode, args.dim).bfloat16().to(device)
     recorder = LayerRecorder(attn)
@@ -435,7 +509,8 @@ def write_capture(path: str, args, layers, meta: dict, compress: bool) -> None:
     with h5py.File(path, "w") as f:
         f.attrs["format"] = "dsv4-capture"
         f.attrs["format_version"] = np.int64(1)
-        f.attrs["producer"] = PRODUCER
+        bug = meta.get("injected_bug", "none")
+        f.attrs["producer"] = PRODUCER + ("" if bug == "none" else f" (bug injected: {bug})")
         f.attrs["model"] = meta["model"]
         # One attribute, so that readers note one unknown member: what ran, as JSON.
         f.attrs["adapter_provenance"] = json.dumps({k: v for k, v in meta.items() if k != "model"}, sort_keys=True)
@@ -456,8 +531,8 @@ def write_capture(path: str, args, layers, meta: dict, compress: bool) -> None:
                 cg.attrs["start_pos"] = np.int64(attrs["start_pos"])
                 cg.attrs["seqlen"] = np.int64(attrs["seqlen"])
                 for name, tensor in stages.items():
-                    if name not in CAPTURED_STAGES:
-                        raise KeyError(f"recorded dataset {name!r} is not in CAPTURED_STAGES")
+                    if name not in CAPTURED_STAGES and name not in PRE_QUANT_DATASETS:
+                        raise KeyError(f"recorded dataset {name!r} is in neither CAPTURED_STAGES nor PRE_QUANT_DATASETS")
                     write_dataset(cg, name, tensor, compress)
 
 
@@ -491,6 +566,14 @@ def main(argv=None) -> int:
                    help="standin: verify/adapters/kernel_standins.py; official: the folder's kernel.py (TileLang, GPU)")
     p.add_argument("--max-seq-len", type=int, default=None, help="override ModelArgs.max_seq_len (cache and RoPE table size)")
     p.add_argument("--no-compress", action="store_true", help="write datasets without gzip")
+    p.add_argument("--no-pre-quant", action="store_true",
+                   help="leave out the pre_quant/ datasets (the values before the final FP8/FP4 rounding)")
+    p.add_argument("--quantization-edges", action="store_true",
+                   help="weights with blocks of amax below 1e-4 (indexer head 0's query, the first FP8 block of kv "
+                        "and of the compressor's entries), where the amax floor decides the scale")
+    p.add_argument("--inject-bug", default=None, metavar="STAGE:BUG",
+                   help="compute STAGE with bug BUG (a capture the verifier must fail): one of "
+                        + ", ".join(bug_injection.INJECTABLE_BUGS))
     opts = p.parse_args(argv)
 
     if opts.batch < 1 or opts.prefill < 1 or opts.decode < 0:
@@ -506,12 +589,24 @@ def main(argv=None) -> int:
     torch.set_default_dtype(torch.bfloat16)
     torch.set_default_device(opts.device)
     set_model_globals(model, args)
+    # The bug first (it replaces kernels and the names model.py looks up), then the recorders
+    # around it, so they record what the buggy code computed.
+    injector = None
+    if opts.inject_bug is not None:
+        if opts.inject_bug not in bug_injection.INJECTABLE_BUGS:
+            p.error(f"--inject-bug {opts.inject_bug!r}: expected one of {', '.join(bug_injection.INJECTABLE_BUGS)}")
+        injector = bug_injection.BugInjector(model, opts.inject_bug, args)
+        injector.install()
+    global RECORD_PRE_QUANT
+    RECORD_PRE_QUANT = not opts.no_pre_quant
+    if RECORD_PRE_QUANT:
+        wrap_quantizers(model)
     wrap_sparse_attn(model)
 
     layers = {}
     for layer_id in layer_ids:
         layers[layer_id] = run_layer(model, args, layer_id, opts.batch, opts.prefill, opts.decode,
-                                     opts.seed, opts.device)
+                                     opts.seed, opts.device, injector, opts.quantization_edges)
         print(f"layer {layer_id}: ratio {layers[layer_id][0].compress_ratio}, "
               f"{len(layers[layer_id][1].calls)} calls captured", file=sys.stderr)
 
@@ -527,6 +622,8 @@ def main(argv=None) -> int:
         "device": str(opts.device),
         "torch_version": str(torch.__version__),
         "seed": opts.seed,
+        "injected_bug": opts.inject_bug or "none",
+        "quantization_edges": bool(opts.quantization_edges),
     }
     write_capture(opts.out, args, layers, meta, compress=not opts.no_compress)
     print(f"wrote {opts.out}", file=sys.stderr)

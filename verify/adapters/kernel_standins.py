@@ -16,6 +16,7 @@ Written for this project from the spec's mathematics; no line is taken from Deep
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 import types
 from typing import Optional, Tuple
@@ -132,6 +133,88 @@ def fp4_act_quant(x: torch.Tensor, block_size: int = 32, inplace: bool = False):
 
 
 # --------------------------------------------------------------------------------------------
+# Quantizer variants: the bug classes of docs/math.md "Numerics variants", for bug injection
+# (verify/adapters/bug_injection.py). DeepSeek's own kernels are the functions above.
+# --------------------------------------------------------------------------------------------
+
+ROUNDINGS = ("nearest_even", "toward_zero", "ties_toward_zero")
+
+
+@dataclasses.dataclass(frozen=True)
+class QuantVariant:
+    """How act_quant / fp4_act_quant deviate: the element rounding, the amax floor (None: the
+    kernel's own), and the power-of-two scale rounded up ("ceil", DeepSeek's) or down ("floor")."""
+    rounding: str = "nearest_even"
+    amax_floor: Optional[float] = None
+    scale_rule: str = "ceil"
+
+
+def pow2_floor(v: torch.Tensor) -> torch.Tensor:
+    """2^floor(log2 v) for positive normal float32 v: the IEEE exponent with the mantissa cleared."""
+    assert v.dtype == torch.float32
+    bits = v.contiguous().view(torch.int32)
+    return ((bits >> 23) << 23).view(torch.float32)
+
+
+def _round_on_grid(a: torch.Tensor, quantum: torch.Tensor, top: float, rounding: str) -> torch.Tensor:
+    """|x| = a (float64, >= 0) onto the grid of spacing `quantum`, saturating at `top`."""
+    steps = a / quantum  # exact: quantum is a power of two
+    if rounding == "nearest_even":
+        r = torch.round(steps)
+    elif rounding == "toward_zero":
+        r = torch.trunc(steps)
+    elif rounding == "ties_toward_zero":
+        r = torch.ceil(steps - 0.5)
+    else:
+        raise ValueError(f"rounding {rounding!r}: expected one of {ROUNDINGS}")
+    return torch.clamp(r * quantum, max=top)
+
+
+def round_e4m3(v: torch.Tensor, rounding: str) -> torch.Tensor:
+    """v (|v| <= 448) onto the e4m3 grid (min subnormal 2^-9) by `rounding`, as float64."""
+    v = v.double()
+    a = v.abs()
+    _, e = torch.frexp(a)  # a = m * 2^e, m in [0.5, 1): the leading bit is 2^(e-1)
+    lead = torch.where(a == 0, torch.full_like(e, -6), torch.clamp(e - 1, min=-6))
+    quantum = torch.ldexp(torch.ones_like(a), lead - 3)
+    return torch.copysign(_round_on_grid(a, quantum, FP8_E4M3_MAX, rounding), v)
+
+
+def round_e2m1_by(v: torch.Tensor, rounding: str) -> torch.Tensor:
+    """v (|v| <= 6) onto the e2m1 grid by `rounding`, as float64 (round_to_e2m1 is nearest_even)."""
+    v = v.double()
+    a = v.abs()
+    quantum = torch.where(a < 2, torch.full_like(a, 0.5), torch.where(a < 4, torch.ones_like(a), torch.full_like(a, 2.0)))
+    return torch.copysign(_round_on_grid(a, quantum, FP4_E2M1_MAX, rounding), v)
+
+
+def _variant_scales(x: torch.Tensor, block_size: int, qmax: float, floor: float, variant: QuantVariant) -> torch.Tensor:
+    amax = block_amax(x, block_size).clamp_min(variant.amax_floor if variant.amax_floor is not None else floor)
+    t = amax * _fp32(1.0 / qmax, amax)
+    if variant.scale_rule == "ceil":
+        return pow2_ceil(t)
+    if variant.scale_rule == "floor":
+        return pow2_floor(t)
+    raise ValueError(f"scale_rule {variant.scale_rule!r}: expected ceil or floor")
+
+
+def act_quant_variant(x: torch.Tensor, block_size: int, variant: QuantVariant) -> torch.Tensor:
+    """act_quant(x, block_size, "ue8m0", inplace=True) under `variant`: x <- bf16(s * e4m3(clamp(x/s)))."""
+    s = _expand_blocks(_variant_scales(x, block_size, FP8_E4M3_MAX, ACT_AMAX_FLOOR, variant), block_size)
+    q = round_e4m3((x.float() / s).clamp(-FP8_E4M3_MAX, FP8_E4M3_MAX), variant.rounding)
+    x.copy_((q * s.double()).to(x.dtype))
+    return x
+
+
+def fp4_act_quant_variant(x: torch.Tensor, block_size: int, variant: QuantVariant) -> torch.Tensor:
+    """fp4_act_quant(x, block_size, inplace=True) under `variant`: x <- bf16(s * e2m1(clamp(x/s)))."""
+    s = _expand_blocks(_variant_scales(x, block_size, FP4_E2M1_MAX, FP4_AMAX_FLOOR, variant), block_size)
+    q = round_e2m1_by((x.float() / s).clamp(-FP4_E2M1_MAX, FP4_E2M1_MAX), variant.rounding)
+    x.copy_((q * s.double()).to(x.dtype))
+    return x
+
+
+# --------------------------------------------------------------------------------------------
 # fp8_gemm: block-scaled FP8 GEMM (docs/deepseek-capture.md)
 # --------------------------------------------------------------------------------------------
 
@@ -166,7 +249,7 @@ def fp8_gemm(a: torch.Tensor, a_s: torch.Tensor, b: torch.Tensor, b_s: torch.Ten
 # --------------------------------------------------------------------------------------------
 
 def sparse_attn(q: torch.Tensor, kv: torch.Tensor, attn_sink: torch.Tensor, topk_idxs: torch.Tensor,
-                softmax_scale: float, query_chunk: int = 256) -> torch.Tensor:
+                softmax_scale: float, query_chunk: int = 256, probs_bf16: bool = True) -> torch.Tensor:
     """q [b, m, h, d] bf16, kv [b, n, d] bf16 (K = V for every head), attn_sink [h] fp32,
     topk_idxs [b, m, K] int (-1 = skip) -> o [b, m, h, d] bf16.
 
@@ -177,17 +260,18 @@ def sparse_attn(q: torch.Tensor, kv: torch.Tensor, attn_sink: torch.Tensor, topk
       p_j   = exp(s_j - M)                           (fp32)
       l     = l * alpha + fp32(sum_j p_j)            (the denominator sums fp32 probabilities)
       acc   = acc * alpha + fp32(sum_j bf16(p_j) * kv[idx_j])   (P is cast to bf16 before P.V)
-    then l += exp(sink - M) and o = bf16(acc / l).
+    then l += exp(sink - M) and o = bf16(acc / l). probs_bf16=False leaves P in fp32 (a bug class,
+    for bug injection only).
     """
     b, m, h, d = q.shape
     out = torch.empty_like(q)
     for m0 in range(0, m, query_chunk):
         rows = slice(m0, min(m, m0 + query_chunk))
-        out[:, rows] = _sparse_attn_rows(q[:, rows], kv, attn_sink, topk_idxs[:, rows], softmax_scale)
+        out[:, rows] = _sparse_attn_rows(q[:, rows], kv, attn_sink, topk_idxs[:, rows], softmax_scale, probs_bf16)
     return out
 
 
-def _sparse_attn_rows(q, kv, attn_sink, idxs, softmax_scale):
+def _sparse_attn_rows(q, kv, attn_sink, idxs, softmax_scale, probs_bf16=True):
     b, m, h, d = q.shape
     dev = q.device
     n_idx = idxs.size(-1)
@@ -211,7 +295,8 @@ def _sparse_attn_rows(q, kv, attn_sink, idxs, softmax_scale):
         alpha = torch.exp(running_max - new_max)
         p = torch.exp(s - new_max[..., None])                               # fp32, 0 where skipped
         denom = denom * alpha + p.double().sum(-1).float()
-        pv = torch.einsum("bmhj,bmjd->bmhd", p.to(torch.bfloat16).double(), keys.double()).float()
+        p_stored = p.to(torch.bfloat16).double() if probs_bf16 else p.double()
+        pv = torch.einsum("bmhj,bmjd->bmhd", p_stored, keys.double()).float()
         acc = acc * alpha[..., None] + pv
         running_max = new_max
     denom = denom + torch.exp(attn_sink.float()[None, None, :] - running_max)

@@ -34,7 +34,8 @@ struct CallCapture {
   int64_t seqlen = 0;  // s
   int batch = 0;       // b
   // Keyed by the dataset path under calls/<k>/ ("x", "indexer/topk", "cache/window_kv", ...):
-  // exactly the names of the stage registry (reference/stage_registry.h). Only the datasets present in the file.
+  // exactly the names of the stage registry (reference/stage_registry.h) and of the
+  // pre-quantization datasets (reference/pre_quant.h). Only the datasets present in the file.
   std::map<std::string, Tensor> stages;
 
   bool has(const std::string& stage) const { return stages.count(stage) != 0; }

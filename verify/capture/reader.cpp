@@ -13,6 +13,7 @@
 
 #include "verify/capture/config_attrs.h"
 #include "verify/capture/dataset_checks.h"
+#include "reference/pre_quant.h"
 #include "reference/stage_registry.h"
 #include "verify/capture/tensor_convert.h"
 #include "verify/capture/weight_names.h"
@@ -308,16 +309,17 @@ CallCapture CaptureReader::read_call(const hdf5::Group& g, int index, int ratio,
 
   ref::CallGeometry geometry{&cfg, ratio, call.batch, call.seqlen, call.start_pos};
   std::set<std::string> present;
-  find_known(g, "", [](std::string_view n) { return ref::find_stage(n) != nullptr; }, ref::is_stage_group, present);
-  // In table order: x first, then the stages in computation order.
-  for (const ref::StageDef& s : ref::stages()) {
-    const std::string name(s.name);
-    if (present.count(name) == 0) continue;
+  find_known(
+      g, "", [](std::string_view n) { return ref::find_stage(n) != nullptr || ref::find_pre_quant(n) != nullptr; },
+      [](std::string_view n) { return ref::is_stage_group(n) || ref::is_pre_quant_group(n); }, present);
+  // Dataset `name`, checked by the registry row of stage s (a pre-quantization dataset by its stage's).
+  auto read_dataset = [&](const std::string& name, const ref::StageDef& s) {
+    if (present.count(name) == 0) return;
     hdf5::Dataset d = g.dataset(name);
     DatasetLocation at{path_, d.path()};
     if (!ref::in_scope(s.scope, ratio)) {
       throw CaptureError(path_, d.path(),
-                         fmt::format("no such dataset ({} belongs to {} only; this layer has compress_ratio {})", s.name,
+                         fmt::format("no such dataset ({} belongs to {} only; this layer has compress_ratio {})", name,
                                      ref::scope_text(s.scope), ratio),
                          "a dataset");
     }
@@ -332,7 +334,10 @@ CallCapture CaptureReader::read_call(const hdf5::Group& g, int index, int ratio,
       check_finite(at, t, s.values == ref::StageValues::finite_or_minus_inf);
     }
     call.stages.emplace(name, std::move(t));
-  }
+  };
+  // In table order: x first, then the stages in computation order, then the pre-quantization values.
+  for (const ref::StageDef& s : ref::stages()) read_dataset(std::string(s.name), s);
+  for (const ref::PreQuantDef& p : ref::pre_quant_datasets()) read_dataset(std::string(p.name), ref::stage(p.stage));
   return call;
 }
 

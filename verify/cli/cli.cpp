@@ -27,7 +27,7 @@ std::string command_line(int argc, const char* const* argv) {
 int run_cli(int argc, const char* const* argv, Io io) {
   CLI::App app{
       "dsv4-verify: replay DeepSeek-V4 attention captures through the CPU oracle stage by stage, make synthetic "
-      "captures, inspect captures, list the stages.\nExit status: 0 all compared stages pass, 1 a stage fails, 2 bad input or usage."};
+      "captures, inspect captures, list the stages and the injectable bugs.\nExit status: 0 all compared stages pass, 1 a stage fails, 2 bad input or usage."};
   app.name("dsv4-verify");
   app.require_subcommand(1);
   ReplayArgs replay;
@@ -35,11 +35,13 @@ int run_cli(int argc, const char* const* argv, Io io) {
   InspectArgs inspect;
   PrecisionReportArgs precision_report;
   StagesArgs stages;
+  MutationsArgs mutations;
   CLI::App* replay_cmd = add_replay(app, replay);
   CLI::App* synth_cmd = add_synth(app, synth);
   CLI::App* inspect_cmd = add_inspect(app, inspect);
   CLI::App* precision_report_cmd = add_precision_report(app, precision_report);
   CLI::App* stages_cmd = add_stages(app, stages);
+  CLI::App* mutations_cmd = add_mutations(app, mutations);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -53,6 +55,7 @@ int run_cli(int argc, const char* const* argv, Io io) {
   if (*synth_cmd) return run_synth(synth, io);
   if (*inspect_cmd) return run_inspect(inspect, io);
   if (*stages_cmd) return run_stages(stages, io);
+  if (*mutations_cmd) return run_mutations(mutations, io);
   if (*precision_report_cmd) {
     precision_report.command_line = command_line(argc, argv);
     return run_precision_report(precision_report, io);

@@ -32,6 +32,7 @@ struct ReplayArgs {
   bool fail_fast = false;
   bool progress = false;
   bool verbose = false;      // the console prints every record, not one line per stage
+  std::string diagnose = "failing";  // none | failing | differing
   std::string command_line;  // the command as typed, for the report's "reproduce" line
 };
 CLI::App* add_replay(CLI::App& app, ReplayArgs& args);
@@ -43,6 +44,12 @@ struct SynthArgs {
 };
 CLI::App* add_synth(CLI::App& app, SynthArgs& args);
 int run_synth(const SynthArgs& args, Io io);
+
+struct MutationsArgs {
+  bool json = false;
+};
+CLI::App* add_mutations(CLI::App& app, MutationsArgs& args);
+int run_mutations(const MutationsArgs& args, Io io);
 
 struct InspectArgs {
   std::string file;

@@ -69,6 +69,12 @@ CLI::App* add_replay(CLI::App& app, ReplayArgs& a) {
   c->add_flag("--fail-fast", a.fail_fast, "stop at the first failing stage");
   c->add_flag("-v,--verbose", a.verbose,
               "print every record (layer, call, stage) with all its metrics; by default one line per stage");
+  c->add_flag_callback("--diagnose", [&a] { a.diagnose = "differing"; },
+                       "diagnose also the stages that pass but are not bitwise the oracle's (first such call of each "
+                       "stage); by default only failing stages are: the first failing call of each is replayed under "
+                       "the numerics variants that apply to it (`dsv4-verify mutations`) and the one that reproduces "
+                       "the capture is named (about one replay of that call per variant)");
+  c->add_flag_callback("--no-diagnose", [&a] { a.diagnose = "none"; }, "no diagnosis");
   c->add_flag("--progress", a.progress, "print a progress line on stderr (default: only when stderr is a terminal)");
   return c;
 }
@@ -101,6 +107,9 @@ int run_replay(const ReplayArgs& a, Io io) {
     options.call = a.call;
     options.stage_regex = stage_filter(a.stage);
     options.fail_fast = a.fail_fast;
+    options.diagnose = a.diagnose == "none"        ? DiagnoseScope::none
+                       : a.diagnose == "differing" ? DiagnoseScope::differing
+                                                   : DiagnoseScope::failing;
     report = replay_capture(capture, options, progress);
     report.command = a.command_line;
     report.record_options = record_options(a);

@@ -1,13 +1,15 @@
 // dsv4-verify stages [--json]: the stage registry (reference/stage_registry.h), one line per
 // dataset of a call: its name, which layers have it, shape, values, how the replay compares it,
 // the stage whose scores decide its ties, the entry that computes it and the storage DeepSeek's
-// code holds it in. The names are the ones captures, tolerance tables and reports use.
+// code holds it in; then the optional pre-quantization datasets (reference/pre_quant.h). The names
+// are the ones captures, tolerance tables and reports use.
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
 #include <nlohmann/json.hpp>
 
 #include "reference/numerics/storage.h"
+#include "reference/pre_quant.h"
 #include "reference/precision.h"
 #include "reference/stage_registry.h"
 #include "verify/cli/commands.h"
@@ -34,7 +36,8 @@ std::string held_text(const ref::StageDef& s) {
 CLI::App* add_stages(CLI::App& app, StagesArgs& a) {
   CLI::App* c = app.add_subcommand(
       "stages", "List the stages of a call (the datasets of calls/<k>/ in a capture): name, layers, shape, values, "
-                "comparison, tie scores, the backend entry that computes it, and its storage in official precision.");
+                "comparison, tie scores, the backend entry that computes it, and its storage in official precision; then "
+                "the optional pre-quantization datasets.");
   c->add_flag("--json", a.json, "one JSON array of objects instead of the table");
   return c;
 }
@@ -52,6 +55,18 @@ int run_stages(const StagesArgs& a, Io io) {
                       {"entry", ref::entry_name(s.entry)},
                       {"official_storage", held_text(s)}});
     }
+    for (const ref::PreQuantDef& p : ref::pre_quant_datasets()) {
+      const ref::StageDef& s = ref::stage(p.stage);
+      rows.push_back({{"name", p.name},
+                      {"layers", ref::scope_text(s.scope)},
+                      {"shape", s.shape_doc},
+                      {"values", values_text(s.values)},
+                      {"comparison", ref::comparison_name(ref::Comparison::none)},
+                      {"tie_scores", ""},
+                      {"entry", ref::entry_name(s.entry)},
+                      {"official_storage", held_text(s)},
+                      {"pre_quant_of", s.name}});
+    }
     fmt::print(io.out, "{}\n", rows.dump(1));
     return kExitPass;
   }
@@ -61,6 +76,9 @@ int run_stages(const StagesArgs& a, Io io) {
     fmt::print(io.out, "{:<37} {:<24} {:<20} {:<15} {:<24} {:<19} {}\n", s.name, ref::scope_text(s.scope), s.shape_doc,
                values_text(s.values), ref::comparison_name(s.comparison), ref::entry_name(s.entry), held_text(s));
   }
+  fmt::print(io.out, "\noptional pre-quantization values (docs/capture-format.md), each shaped and held as its stage:\n");
+  for (const ref::PreQuantDef& p : ref::pre_quant_datasets())
+    fmt::print(io.out, "{:<37} the value of {} before its final rounding\n", p.name, ref::stage(p.stage).name);
   return kExitPass;
 }
 

@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 
+#include "reference/pre_quant.h"
 #include "reference/precision.h"
 #include "verify/capture/config_attrs.h"
 #include "reference/stage_registry.h"
@@ -54,6 +55,11 @@ void describe_capture(std::ostream& out, const Capture& c) {
         }
         const Tensor& t = call.stage(name);
         fmt::print(out, "    {:<38} {:<16} {}\n", name, format_shape(t.shape), t.dtype);
+      }
+      for (const ref::PreQuantDef& p : ref::pre_quant_datasets()) {  // optional: listed only when present
+        const std::string name(p.name);
+        if (call.has(name)) fmt::print(out, "    {:<38} {:<16} {}\n", name, format_shape(call.stage(name).shape),
+                                       call.stage(name).dtype);
       }
       if (!absent.empty()) {
         std::string list;

@@ -10,6 +10,7 @@
 #include <functional>
 #include <initializer_list>
 #include <stdexcept>
+#include <utility>
 
 #include "reference/stage_registry.h"
 #include "verify/capture/capture_error.h"
@@ -116,13 +117,17 @@ std::vector<int> meaningful_rows(const ref::StageDef& s, const ref::ModelConfig&
 
 }  // namespace
 
+ref::AttentionLayer replay_layer(const Capture& capture, const LayerCapture& layer, const ref::PrecisionPolicy& policy) {
+  return ref::AttentionLayer(layer_config(capture, layer), layer.weights, policy);
+}
+
 LayerReplay::LayerReplay(const Capture& capture, const LayerCapture& layer, const ref::PrecisionPolicy& policy,
                          const ref::StageProvider& backend, ReplayMode mode)
-    : capture_(capture),
-      layer_(layer),
-      backend_(backend),
-      mode_(mode),
-      oracle_layer_(layer_config(capture, layer), layer.weights, policy) {}
+    : LayerReplay(capture, layer, replay_layer(capture, layer, policy), backend, mode) {}
+
+LayerReplay::LayerReplay(const Capture& capture, const LayerCapture& layer, ref::AttentionLayer oracle_layer,
+                         const ref::StageProvider& backend, ReplayMode mode)
+    : capture_(capture), layer_(layer), backend_(backend), mode_(mode), oracle_layer_(std::move(oracle_layer)) {}
 
 ReplayedCall LayerReplay::replay_call(const CallCapture& call) {
   const ref::ModelConfig& cfg = oracle_layer_.config();

@@ -44,11 +44,19 @@ struct ReplayedCall {
   CallValues from_captured_inputs;  // chained mode only (empty in stage-local mode)
 };
 
+// The oracle's layer for a captured layer: the capture's configuration with the layer's ratio, its
+// weights, `policy`. Throws std::invalid_argument when the oracle refuses them.
+ref::AttentionLayer replay_layer(const Capture& capture, const LayerCapture& layer, const ref::PrecisionPolicy& policy);
+
 class LayerReplay {
  public:
   // `capture`, `layer` and `backend` must outlive this object. Throws std::invalid_argument when
   // the oracle refuses the configuration or the weights.
   LayerReplay(const Capture& capture, const LayerCapture& layer, const ref::PrecisionPolicy& policy,
+              const ref::StageProvider& backend, ReplayMode mode);
+  // The same with the oracle's layer already built (replay_layer): replays of one layer share its
+  // weights instead of copying them.
+  LayerReplay(const Capture& capture, const LayerCapture& layer, ref::AttentionLayer oracle_layer,
               const ref::StageProvider& backend, ReplayMode mode);
 
   // Replays layer.calls[k], k = 0, 1, ... in order (each call once), and advances the carried caches.

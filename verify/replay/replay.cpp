@@ -12,6 +12,7 @@
 #include "verify/compare/dense.h"
 #include "verify/compare/index_set.h"
 #include "verify/replay/backend.h"
+#include "verify/replay/diagnose.h"
 #include "verify/tolerance/tolerance_table.h"
 
 namespace dsv4::verify {
@@ -191,10 +192,14 @@ Report replay_capture(const Capture& capture, const ReplayOptions& options,
           r = chained_record(std::move(r),
                              compare_stage(layer.index, call, geometry, stage, replayed.from_captured_inputs.at(name), table));
         report.records.push_back(std::move(r));
-        if (options.fail_fast && report.records.back().status == Status::fail) return report;
+        if (options.fail_fast && report.records.back().status == Status::fail) {
+          diagnose_records(capture, policy, options.diagnose, report);
+          return report;
+        }
       }
     }
   }
+  diagnose_records(capture, policy, options.diagnose, report);
   return report;
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "verify/capture/capture.h"
+#include "verify/replay/diagnose.h"
 #include "verify/replay/layer_replay.h"
 #include "verify/report/record.h"
 
@@ -26,6 +27,9 @@ struct ReplayOptions {
   std::optional<int> call;      // only this call (in every selected layer)
   std::string stage_regex;      // only stages whose name matches (ECMAScript, searched); "" = all
   bool fail_fast = false;       // stop after the first FAIL record
+  // Which stages get a diagnosis (verify/replay/diagnose.h): the first failing call of each
+  // failing (layer, stage), or also of each passing stage whose values differ from the oracle's.
+  DiagnoseScope diagnose = DiagnoseScope::failing;
 };
 
 // Where a replay is, for a progress line: the call about to be replayed.

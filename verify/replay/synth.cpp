@@ -6,6 +6,8 @@
 
 #include "reference/kv_cache.h"
 #include "reference/layer.h"
+#include "reference/mutation.h"
+#include "reference/pre_quant.h"
 #include "reference/numerics/storage.h"
 #include "reference/precision.h"
 #include "reference/random.h"
@@ -13,6 +15,7 @@
 #include "reference/call_geometry.h"
 #include "reference/stage_registry.h"
 #include "verify/capture/tensor_convert.h"
+#include "verify/replay/pre_quant_recorder.h"
 
 namespace dsv4::verify {
 
@@ -49,6 +52,12 @@ class CallWriter {
   void dense(ref::Stage id, const std::vector<ref::Mat>& mats) {
     const ref::StageDef& s = ref::stage(id);
     call_.stages[std::string(s.name)] = from_mats(mats, s.shape(g_), dtype_of(s.storage(p_)));
+  }
+  // A pre-quantization dataset: its stage's shape, held in the activation storage (bf16 officially).
+  void pre_quant(const ref::PreQuantDef& d, const std::vector<ref::Mat>& mats) {
+    const ref::StageDef& s = ref::stage(d.stage);
+    if (!ref::in_scope(s.scope, g_.ratio)) return;
+    call_.stages[std::string(d.name)] = from_mats(mats, s.shape(g_), dtype_of(s.storage(p_)));
   }
   void indices(ref::Stage id, const std::vector<ref::IndexMat>& mats) {
     const ref::StageDef& s = ref::stage(id);
@@ -109,8 +118,15 @@ Capture synthesize_capture(const SynthOptions& o) {
   require(o.batch >= 1, "--batch", "at least 1", std::to_string(o.batch));
   cfg.compress_ratios = o.ratios;
 
+  // The oracle, keeping its pre-quantization values, with the bug injected where one is asked for.
+  PreQuantRecorder recorder;
+  std::optional<ref::MutatedStages> mutated;
+  if (o.mutation) mutated.emplace(recorder, *o.mutation);
+  const ref::StageProvider& stages = mutated ? static_cast<const ref::StageProvider&>(*mutated) : recorder;
+
   Capture c;
-  c.producer = fmt::format("dsv4-verify synth (the CPU oracle, {} precision, seed {})", policy.name, o.seed);
+  c.producer = fmt::format("dsv4-verify synth (the CPU oracle, {} precision, seed {}{})", policy.name, o.seed,
+                           o.mutation ? ", bug injected: " + o.mutation->name() : "");
   c.model = cfg.name;
   c.config = cfg;
   c.precision = policy.name;
@@ -121,6 +137,11 @@ Capture synthesize_capture(const SynthOptions& o) {
     layer.index = static_cast<int>(l);
     layer.compress_ratio = ratio;
     layer.weights = ref::AttentionWeights::random(cfg, ratio, ref::splitmix64(layer_seed ^ 1));
+    if (o.quantization_edges) {  // 2^-16 keeps every grid (FP8 weights have power-of-two block scales)
+      layer.weights.kv_norm.head(64) *= 0x1p-16;
+      if (ratio != 0) layer.weights.compressor.norm.head(64) *= 0x1p-16;
+      if (ratio == 4) layer.weights.indexer.wq_b.topRows(cfg.index_head_dim) *= 0x1p-16;
+    }
     const ref::AttentionLayer attention(cfg, layer.weights, policy);
     auto cache = ref::make_ring_cache(cfg, ratio, o.batch);
     std::vector<ref::Mat> x;
@@ -166,7 +187,11 @@ Capture synthesize_capture(const SynthOptions& o) {
                    indexer_state);
         }
       }
-      w.results(attention.forward_batch(xs, start, *cache));
+      w.results(attention.forward_batch(xs, start, *cache, stages));
+      std::map<std::string, std::vector<ref::Mat>> pre_quant = recorder.take();
+      if (o.pre_quant)
+        for (const ref::PreQuantDef& d : ref::pre_quant_datasets())
+          if (auto it = pre_quant.find(std::string(d.name)); it != pre_quant.end()) w.pre_quant(d, it->second);
       layer.calls.push_back(std::move(call));
       start += s;
     }

@@ -2,12 +2,14 @@
 // Synthetic captures made by the oracle (`dsv4-verify synth`): random weights on the checkpoint's
 // grids (ref::AttentionWeights::random), a random bf16 input x, a prefill call then one-token
 // decodes (or calls of given lengths) over a batch, through ref::AttentionLayer with a ring cache; every stage dataset of every
-// call and, before each call, the cache/ datasets. Deterministic: the same options give the same
-// values, bit for bit.
+// call, its pre-quantization values and, before each call, the cache/ datasets. Deterministic: the
+// same options give the same values, bit for bit.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "reference/mutation.h"
 #include "verify/capture/capture.h"
 
 namespace dsv4::verify {
@@ -24,6 +26,16 @@ struct SynthOptions {
   uint64_t seed = 1;
   std::string precision = "official";  // the policy the oracle runs (ref::PrecisionPolicy::by_name)
   bool cache = true;               // write the cache/ datasets (state before each call)
+  bool pre_quant = true;           // write the pre_quant/ datasets (reference/pre_quant.h)
+  // A bug injected into the oracle's pipeline (reference/mutation.h), for captures a verifier must
+  // fail: the stage it names is computed with the deviation, everything downstream from it. The
+  // producer attribute names it.
+  std::optional<ref::Mutation> mutation;
+  // Weights that put the quantizers on an edge, blocks with amax below 1e-4 (where the amax floor
+  // decides the scale): indexer head 0's rows of indexer.wq_b (its indexer/q blocks, FP4) and the
+  // first 64 weights of kv_norm and of the compressor's norm (the first FP8 block of kv and of the
+  // entries) scaled by 2^-16.
+  bool quantization_edges = false;
 };
 
 // Throws std::invalid_argument for options out of range (naming the option, expected and found).

@@ -118,7 +118,9 @@ void write_console(std::ostream& out, const Report& report, const ConsoleOptions
     for (const Record& r : report.records) {
       lines.push_back(record_cells(r));
       group.push_back(static_cast<int>(kind_of(r)));
-      after.push_back(failure_detail(r));
+      std::string detail = failure_detail(r);
+      if (r.diagnosis) detail += (detail.empty() ? "" : "\n    ") + ("diagnosis: " + r.diagnosis->summary());
+      after.push_back(detail);
     }
     write_aligned(out, lines, group, after);
     out << "\n";
@@ -135,6 +137,7 @@ void write_console(std::ostream& out, const Report& report, const ConsoleOptions
       if (r.id() != *first) continue;
       out << "    " << failure_detail(r) << "\n";
       if (const std::string census = rounding_cell(r); !census.empty()) out << "    " << census << "\n";
+      if (r.diagnosis) out << "    diagnosis: " << r.diagnosis->summary() << "\n";
       break;
     }
     out << "    replay it: " << replay_command(report, *first) << "\n";

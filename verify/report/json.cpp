@@ -201,6 +201,23 @@ json to_json(const Record& r) {
             {"comparator", nullptr},
             {"tolerance", r.tolerance ? to_json(*r.tolerance) : json(nullptr)},
             {"metrics", nullptr}};
+  if (r.diagnosis) {
+    const Diagnosis& d = *r.diagnosis;
+    json trials = json::array();
+    for (const VariantTrial& t : d.trials)
+      trials.push_back({{"mutation", t.mutation},
+                        {"describe", t.describe},
+                        {"explained", t.explained},
+                        {"introduced", t.introduced},
+                        {"differing", t.differing},
+                        {"reproduces", t.reproduces()}});
+    j["diagnosis"] = {{"call", d.call},
+                      {"unit", d.unit},
+                      {"compared", d.compared},
+                      {"oracle_differing", d.oracle_differing},
+                      {"summary", d.summary()},
+                      {"trials", trials}};
+  }
   const auto metrics_json = [](const Metrics& m) -> json {
     if (const auto* d = std::get_if<DenseMetrics>(&m)) return to_json(*d);
     if (const auto* i = std::get_if<IndexSetMetrics>(&m)) return to_json(*i);

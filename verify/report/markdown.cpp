@@ -101,6 +101,24 @@ void write_markdown(std::ostream& out, const Report& report) {
     }
     out << "\n";
   }
+  bool any_diagnosis = false;
+  for (const Record& r : report.records) any_diagnosis |= r.diagnosis.has_value();
+  if (any_diagnosis) {
+    out << "## Diagnosis\n\nThe oracle replayed under each numerics variant of the failing stage (docs/math.md "
+           "\"Numerics variants\"), from the stage-local inputs of its first failing call.\n\n";
+    for (const Record& r : report.records) {
+      if (!r.diagnosis) continue;
+      const Diagnosis& d = *r.diagnosis;
+      out << "- `" << cell(stage_label(r)) << "`: " << cell(d.summary()) << "\n";
+      if (d.trials.empty()) continue;
+      out << "\n  | variant | explained | newly differing | differing " << d.unit << " |\n  |---|---|---|---|\n";
+      for (const VariantTrial& t : d.trials)
+        out << fmt::format("  | `{}` | {} of {} | {} | {} of {} |\n", cell(t.mutation), t.explained, d.oracle_differing,
+                           t.introduced, t.differing, d.compared);
+      out << "\n";
+    }
+    out << "\n";
+  }
   out << summary_line(report.counts()) << "\n";
 }
 

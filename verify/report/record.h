@@ -10,6 +10,7 @@
 #include "verify/compare/index_set.h"
 #include "verify/compare/shape.h"
 #include "verify/compare/status.h"
+#include "verify/report/diagnosis.h"
 #include "verify/tolerance/tolerance.h"
 
 namespace dsv4::verify {
@@ -37,6 +38,7 @@ struct Record {
   std::optional<Metrics> verdict;
   std::optional<Tolerance> tolerance;  // the row used
   std::string note;              // why MISSING/SKIPPED, or anything the replay wants said
+  std::optional<Diagnosis> diagnosis;  // a failing stage's variants tried (the first failing call of its layer)
 
   StageId id() const { return {layer, call, stage}; }
   const Metrics& verdict_metrics() const { return verdict ? *verdict : metrics; }
