@@ -30,7 +30,7 @@ StageValue replayed(const Capture& capture, const LayerCapture& layer, int k, co
   LayerReplay replay(capture, layer, oracle, stages, ReplayMode::stage_local);
   const int first = self_contained(layer.calls.at(k), layer.compress_ratio) ? k : 0;
   CallValues values;
-  for (int i = first; i <= k; ++i) values = replay.replay_call(layer.calls.at(i));
+  for (int i = first; i <= k; ++i) values = replay.replay_call(layer.calls.at(i)).values;
   return std::move(values.at(std::string(s.name)));
 }
 
