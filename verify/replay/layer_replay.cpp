@@ -12,9 +12,11 @@
 #include <stdexcept>
 #include <utility>
 
+#include "reference/pre_quant.h"
 #include "reference/stage_registry.h"
 #include "verify/capture/capture_error.h"
 #include "verify/capture/tensor_convert.h"
+#include "verify/replay/pre_quant_recorder.h"
 
 namespace dsv4::verify {
 
@@ -197,10 +199,15 @@ ReplayedCall LayerReplay::replay_call(const CallCapture& call) {
         local && ratio == 4 ? cap.states("indexer/compressor/state", 4, cfg.index_head_dim) : nullptr;
     std::vector<ref::StageOutputs> outputs;
     std::vector<ref::Mat> tie_scores;  // per sequence: the scores the indexer's top-k was selected from
+    // Where the oracle computes every stage, it keeps its values before the block quantizations
+    // (bit for bit the same stages: PreQuantRecorder runs the oracle's own two steps).
+    PreQuantRecorder recorder;
+    const bool record_pre_rounding = backend_.name() == ref::oracle_stages().name();
+    const ref::StageProvider& provider = record_pre_rounding ? recorder : backend_;
     for (int b = 0; b < call.batch; ++b) {
       if (start != 0) restore_before(b);
       const CapturedInputs inputs(cap, b, note, main_after, indexer_after);
-      outputs.push_back(oracle_layer_.forward(cap.dense("x")[b], start, cache, b, backend_, local ? &inputs : nullptr));
+      outputs.push_back(oracle_layer_.forward(cap.dense("x")[b], start, cache, b, provider, local ? &inputs : nullptr));
       if (ratio == 4)
         tie_scores.push_back(local && cap.has("indexer/scores") ? cap.dense("indexer/scores")[b]
                                                                 : outputs.back().indexer_scores);
@@ -223,6 +230,11 @@ ReplayedCall LayerReplay::replay_call(const CallCapture& call) {
       value.computed_by = !backend_.computes(s.entry) ? "oracle"
                           : declined.empty()          ? backend_.name()
                                                       : "oracle (" + backend_.name() + " declines: " + declined + ")";
+    }
+    for (auto& [name, mats] : recorder.take()) {
+      const ref::PreQuantDef* d = ref::find_pre_quant(name);
+      if (d != nullptr && mats.size() == static_cast<size_t>(call.batch))
+        values[std::string(ref::stage(d->stage).name)].pre_rounding = std::move(mats);
     }
     return values;
   };

@@ -6,11 +6,14 @@
 #include <regex>
 #include <stdexcept>
 
+#include "reference/pre_quant.h"
 #include "reference/precision.h"
 #include "reference/call_geometry.h"
 #include "reference/stage_registry.h"
 #include "verify/compare/dense.h"
 #include "verify/compare/index_set.h"
+#include "verify/compare/rounded.h"
+#include "verify/compare/stage_rounding.h"
 #include "verify/replay/backend.h"
 #include "verify/replay/diagnose.h"
 #include "verify/tolerance/tolerance_table.h"
@@ -38,8 +41,42 @@ void check_size(const Record& r, size_t replayed, int64_t captured) {
                                        r.layer, r.call, r.stage, replayed, captured, format_shape(r.shape)));
 }
 
+// The captured quantizer checked bit for bit from the captured value before it (docs/capture-format.md
+// "Pre-quantization values"): when the call holds pre_quant/<stage> and the stage's final rounding
+// has a grid, the captured stage must be the format's rounding of it (check_quantizer). A
+// difference fails the record (gate "quantizer") whatever the comparison with the oracle says:
+// a quantizer that rounds ties toward zero, truncates, floors the scale or skips the rounding
+// moves values by less than a step, which upstream error allows, but is wrong on its own input.
+void check_captured_quantizer(Record& r, const CallCapture& call, const ref::StageDef& stage,
+                              const ref::PrecisionPolicy& policy, const ref::ModelConfig& config) {
+  const ref::PreQuantDef* def = ref::pre_quant_of(stage.id);
+  if (def == nullptr || r.status == Status::missing || !call.has(std::string(def->name))) return;
+  const std::optional<RoundingFormat> format = final_rounding(stage.name, policy, config);
+  if (!format) return;
+  const Tensor& pre = call.stage(std::string(def->name));
+  const Tensor& captured = call.stage(r.stage);
+  // (The reader checks that the shapes are the stage's.)
+  const DenseMetrics q = check_quantizer(pre.values, captured.values, captured.shape, *format,
+                                         NonFiniteRule::of(stage.values));
+  if (q.status == Status::vacuous) return;  // no value to check (a call that completes no entry)
+  std::string note;
+  if (q.status == Status::pass) {
+    note = fmt::format("quantizer bitwise from {} ({} values)", def->name, q.n);
+  } else {
+    r.status = Status::fail;
+    if (auto* d = std::get_if<DenseMetrics>(&r.metrics)) d->failed_gates.push_back("quantizer");
+    const int64_t differing = q.rounding ? q.rounding->differing : q.bitwise_mismatches;
+    note = fmt::format("quantizer FAILS on its own input {}: {} of {} values are not {} of it", def->name,
+                       differing, q.n, format->name());
+    if (q.rounding && q.rounding->tie_flips > 0) note += fmt::format(" ({} ties rounded the other way)", q.rounding->tie_flips);
+    if (q.rounding && q.rounding->block_scales_unexplained > 0)
+      note += fmt::format(" ({} block scales wrong)", q.rounding->block_scales_unexplained);
+  }
+  r.note = r.note.empty() ? note : r.note + "; " + note;
+}
+
 Record compare_stage(int layer, const CallCapture& call, const ref::CallGeometry& geometry, const ref::StageDef& stage,
-                     const StageValue& value, const ToleranceTable& table) {
+                     const StageValue& value, const ToleranceTable& table, const ref::PrecisionPolicy& policy) {
   Record r;
   r.layer = layer;
   r.call = call.index;
@@ -63,7 +100,16 @@ Record compare_stage(int layer, const CallCapture& call, const ref::CallGeometry
     case ref::Comparison::dense: {
       const std::vector<double> replayed = flatten(value.dense);
       check_size(r, replayed.size(), captured.numel());
-      const DenseMetrics m = compare_dense(replayed, captured.values, captured.shape, *r.tolerance, nonfinite);
+      const std::vector<double> pre_rounding = flatten(value.pre_rounding);
+      const std::optional<RoundingFormat> format =
+          pre_rounding.empty() || !r.tolerance->pre_rounding ? std::nullopt
+                                                             : final_rounding(stage.name, policy, *geometry.cfg);
+      // A rounded stage with the oracle's value before its rounding: judged by what rounding allows
+      // (docs/tolerances.md F5); otherwise by the dense gates alone.
+      const DenseMetrics m =
+          format ? compare_rounded(replayed, captured.values, captured.shape,
+                                   RoundedReference{pre_rounding, *format, {}}, *r.tolerance, nonfinite)
+                 : compare_dense(replayed, captured.values, captured.shape, *r.tolerance, nonfinite);
       r.status = m.status;
       r.metrics = m;
       break;
@@ -104,6 +150,7 @@ Record compare_stage(int layer, const CallCapture& call, const ref::CallGeometry
     case ref::Comparison::none:
       throw std::logic_error("replay: stage " + r.stage + " is an input, not a compared stage");
   }
+  check_captured_quantizer(r, call, stage, policy, *geometry.cfg);
   return r;
 }
 
@@ -187,10 +234,10 @@ Report replay_capture(const Capture& capture, const ReplayOptions& options,
         if (!stage.is_compared() || !ref::in_scope(stage.scope, layer.compress_ratio)) continue;
         if (stage_filter && !std::regex_search(stage.name.begin(), stage.name.end(), *stage_filter)) continue;
         const std::string name(stage.name);
-        Record r = compare_stage(layer.index, call, geometry, stage, replayed.values.at(name), table);
+        Record r = compare_stage(layer.index, call, geometry, stage, replayed.values.at(name), table, policy);
         if (options.mode == ReplayMode::chained)
           r = chained_record(std::move(r),
-                             compare_stage(layer.index, call, geometry, stage, replayed.from_captured_inputs.at(name), table));
+                             compare_stage(layer.index, call, geometry, stage, replayed.from_captured_inputs.at(name), table, policy));
         report.records.push_back(std::move(r));
         if (options.fail_fast && report.records.back().status == Status::fail) {
           diagnose_records(capture, policy, options.diagnose, report);
