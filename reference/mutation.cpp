@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <set>
 #include <stdexcept>
@@ -25,7 +26,7 @@ constexpr Deviation kAllDeviations[] = {
     Deviation::ape_shift_minus_1,      Deviation::causal_plus_1,         Deviation::causal_minus_1,
     Deviation::softmax_scale_nope_dim, Deviation::softmax_scale_rope_dim, Deviation::softmax_scale_index_head_dim,
     Deviation::probs_fp32,             Deviation::sink_dropped,          Deviation::one_ulp_high,
-    Deviation::scaled_1_1,             Deviation::index_replaced,
+    Deviation::scaled_1_1,             Deviation::scaled_0_5,            Deviation::index_replaced,
 };
 
 constexpr float kFp8AmaxFloor = 1e-4f;
@@ -74,7 +75,8 @@ Family family(Deviation d) {
     case Deviation::probs_fp32:
     case Deviation::sink_dropped: return Family::attention;
     case Deviation::one_ulp_high:
-    case Deviation::scaled_1_1: return Family::output_dense;
+    case Deviation::scaled_1_1:
+    case Deviation::scaled_0_5: return Family::output_dense;
     case Deviation::index_replaced: return Family::output_index;
   }
   throw std::invalid_argument("unknown Deviation " + std::to_string(static_cast<int>(d)));
@@ -160,6 +162,7 @@ std::string_view deviation_name(Deviation d) {
     case Deviation::sink_dropped: return "sink-dropped";
     case Deviation::one_ulp_high: return "one-ulp-high";
     case Deviation::scaled_1_1: return "scaled-1.1";
+    case Deviation::scaled_0_5: return "scaled-0.5";
     case Deviation::index_replaced: return "index-replaced";
   }
   return "";
@@ -192,6 +195,7 @@ std::string Mutation::describe() const {
     case Deviation::sink_dropped: return "attention sink dropped";
     case Deviation::one_ulp_high: return "every element one ulp high";
     case Deviation::scaled_1_1: return "every element scaled by 1.1";
+    case Deviation::scaled_0_5: return "every element scaled by 0.5";
     case Deviation::index_replaced: return "one index replaced";
   }
   return "";
@@ -275,15 +279,20 @@ void alter_output(const Mutation& m, Storage storage, Mat& values) {
     case Deviation::scaled_1_1:
       values = values.unaryExpr([storage](double v) { return std::isfinite(v) ? round_to(storage, v * 1.1) : v; });
       break;
+    case Deviation::scaled_0_5:  // exact on every grid above its subnormals (FP4 and FP8 values stay on their grid)
+      values = values.unaryExpr([storage](double v) { return std::isfinite(v) ? round_to(storage, v * 0.5) : v; });
+      break;
     default: break;
   }
 }
 
-// The first row with a valid pick: its first valid pick becomes the smallest valid index the row
-// does not hold; when the row holds every valid index, another pick of the row (a duplicate); when
-// it holds only that one, -1.
-void alter_output(const Mutation& m, int32_t first_valid, int32_t end_valid, IndexMat& picks) {
+// The first row that has a pick and lacks a valid index: its first pick becomes the smallest valid
+// index it lacks. When every row with a pick holds every valid index, the first such row loses
+// its first pick (-1). A row never holds an index twice (that would be no index set at all).
+void alter_output(const Mutation& m, int32_t first_valid, int32_t end_valid, IndexMat& picks,
+                  const std::function<bool(Index, int32_t)>& valid_in_row) {
   if (m.deviation != Deviation::index_replaced) return;
+  Index first_row = -1;
   for (Index i = 0; i < picks.rows(); ++i) {
     std::set<int32_t> held;
     Index first_slot = -1;
@@ -293,14 +302,19 @@ void alter_output(const Mutation& m, int32_t first_valid, int32_t end_valid, Ind
         if (first_slot < 0) first_slot = c;
       }
     if (first_slot < 0) continue;
-    int32_t replacement = -1;
-    for (int32_t u = first_valid; u < end_valid && replacement == -1; ++u)
-      if (!held.contains(u)) replacement = u;
-    if (replacement == -1)
-      for (Index c = first_slot + 1; c < picks.cols() && replacement == -1; ++c) replacement = picks(i, c);
-    picks(i, first_slot) = replacement;
-    return;
+    if (first_row < 0) first_row = i;
+    for (int32_t u = first_valid; u < end_valid; ++u)
+      if (!held.contains(u) && (!valid_in_row || valid_in_row(i, u))) {
+        picks(i, first_slot) = u;
+        return;
+      }
   }
+  if (first_row < 0) return;
+  for (Index c = 0; c < picks.cols(); ++c)
+    if (picks(first_row, c) != -1) {
+      picks(first_row, c) = -1;
+      return;
+    }
 }
 
 MutatedStages::MutatedStages(const StageProvider& base, Mutation m) : base_(base), m_(m), entry_(stage(m.stage).entry) {
@@ -364,8 +378,9 @@ Mat MutatedStages::indexer_scores(const AttentionLayer& layer, const Mat& q, con
 
 IndexMat MutatedStages::topk_indices(const AttentionLayer& layer, const Mat& scores, int k, int32_t offset) const {
   IndexMat picks = base_.topk_indices(layer, scores, k, offset);
-  if (targets(StageEntry::topk_indices))
-    alter_output(m_, offset, offset + static_cast<int32_t>(scores.cols()), picks);
+  if (targets(StageEntry::topk_indices))  // only entries the row can see (a finite score)
+    alter_output(m_, offset, offset + static_cast<int32_t>(scores.cols()), picks,
+                 [&scores, offset](Index row, int32_t u) { return std::isfinite(scores(row, u - offset)); });
   return picks;
 }
 

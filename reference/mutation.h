@@ -11,6 +11,7 @@
 //                        write does, whatever the arithmetic.
 // The mutation tests make captures with a bug injected this way; the replay's diagnosis runs the
 // deviations that apply to a failing stage and names the one that reproduces it.
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -52,6 +53,7 @@ enum class Deviation {
   // Output deviations.
   one_ulp_high,            // every element one ulp (of the stage's storage) higher
   scaled_1_1,              // every element times 1.1, rounded to the stage's storage
+  scaled_0_5,              // every element times 0.5 (a scale applied twice, a wrong 1/sqrt(d))
   index_replaced,          // one index of the call's first row with an index replaced
 };
 
@@ -64,7 +66,7 @@ struct Mutation {
   std::string name() const;
   // What it simulates, one phrase: "FP4 ties rounded toward zero".
   std::string describe() const;
-  bool alters_output() const;  // one_ulp_high, scaled_1_1, index_replaced
+  bool alters_output() const;  // one_ulp_high, scaled_1_1, scaled_0_5, index_replaced
   // Parses name(); throws std::invalid_argument naming the text and listing the known names.
   static Mutation parse(std::string_view text);
 };
@@ -86,9 +88,13 @@ PrecisionPolicy deviated_policy(const PrecisionPolicy& policy, const Mutation& m
 
 // The stage's result altered by an output deviation (the others leave it as it is).
 //   dense: values [rows, cols] of one sequence held in `storage` (non-finite values are kept)
-//   index: picks [rows, width], valid indices in [0, n_rows) (indexer/topk: [offset, offset + n))
+//   index: picks [rows, width], valid indices in [first_valid, end_valid) (indexer/topk: [offset,
+//          offset + n)) and, when valid_in_row is given, valid_in_row(row, index) (a visible entry):
+//          the first row lacking a valid index has its first pick replaced by the smallest one it
+//          lacks; when no row lacks one, the first row with a pick loses it (-1)
 void alter_output(const Mutation& m, Storage storage, Mat& values);
-void alter_output(const Mutation& m, int32_t first_valid, int32_t end_valid, IndexMat& picks);
+void alter_output(const Mutation& m, int32_t first_valid, int32_t end_valid, IndexMat& picks,
+                  const std::function<bool(Index, int32_t)>& valid_in_row = {});
 
 // `base` with mutation m injected: the entry that computes m.stage runs under the deviated policy
 // (through AttentionLayer::with_policy) or has its result altered; every other entry, and that

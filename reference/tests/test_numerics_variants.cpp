@@ -285,7 +285,7 @@ TEST_CASE("variant attention: the sink dropped and the scale from another dim, a
   CHECK((oracle_stages().sparse_mqa(clean, q, rows, idx) - formula(1 / std::sqrt(128.0), true)).cwiseAbs().maxCoeff() < 1e-12);
 }
 
-TEST_CASE("output deviations: next bf16 up, times 1.1, one index replaced") {
+TEST_CASE("output deviations: next bf16 up, times 1.1 and 0.5, one index replaced") {
   Mat m(1, 5);
   m << 1.0, -1.0, 0.0, -std::numeric_limits<double>::infinity(), 3.0;
   Mat up = m;
@@ -298,6 +298,10 @@ TEST_CASE("output deviations: next bf16 up, times 1.1, one index replaced") {
   alter_output(Mutation{Stage::q, Deviation::scaled_1_1}, Storage::bf16, scaled);
   CHECK(scaled(0, 4) == round_to(Storage::bf16, 3.3));
   CHECK(std::isinf(scaled(0, 3)));
+  Mat halved = m;
+  alter_output(Mutation{Stage::indexer_q, Deviation::scaled_0_5}, Storage::bf16, halved);
+  CHECK(halved(0, 4) == 1.5);
+  CHECK(halved(0, 1) == -0.5);
 
   IndexMat picks(3, 3);
   picks << -1, -1, -1, 0, -1, -1, 1, 0, -1;
@@ -309,7 +313,14 @@ TEST_CASE("output deviations: next bf16 up, times 1.1, one index replaced") {
   IndexMat full(1, 2);
   full << 0, 1;
   alter_output(Mutation{Stage::topk_idxs, Deviation::index_replaced}, 0, 2, full);
-  CHECK(full(0, 0) == 1);  // every index held: a duplicate
+  CHECK(full(0, 0) == -1);  // every index held: the first pick lost, never a duplicate
+  CHECK(full(0, 1) == 1);
+  IndexMat causal(2, 2);
+  causal << 0, -1, 0, -1;  // row 0 sees entry 0 only, row 1 entries 0 and 1
+  alter_output(Mutation{Stage::indexer_topk, Deviation::index_replaced}, 0, 2, causal,
+               [](Index row, int32_t u) { return u <= row; });
+  CHECK(causal(0, 0) == 0);  // row 0 lacks no visible entry
+  CHECK(causal(1, 0) == 1);
 }
 
 TEST_CASE("mutation catalogue: names round-trip, every stage's deviations, bad names refused") {

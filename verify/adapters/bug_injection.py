@@ -58,7 +58,7 @@ INJECTABLE_BUGS = (
     "attn/core:probs-fp32", "attn/core:sink-dropped",
     "q_latent:one-ulp-high", "q_latent:scaled-1.1", "q:one-ulp-high", "q:scaled-1.1",
     "kv:one-ulp-high", "kv:scaled-1.1", "compressor/entries:one-ulp-high", "compressor/entries:scaled-1.1",
-    "indexer/q:one-ulp-high", "indexer/q:scaled-1.1",
+    "indexer/q:one-ulp-high", "indexer/q:scaled-1.1", "indexer/q:scaled-0.5",
     "indexer/compressor/entries:one-ulp-high", "indexer/compressor/entries:scaled-1.1",
     "attn/core:one-ulp-high", "attn/core:scaled-1.1", "attn/out_heads:one-ulp-high", "attn/out_heads:scaled-1.1",
     "attn/wo_a:one-ulp-high", "attn/wo_a:scaled-1.1", "out:one-ulp-high", "out:scaled-1.1",
@@ -94,9 +94,17 @@ def scaled_1_1(t: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isfinite(t), (t.double() * 1.1).float().to(t.dtype), t)
 
 
+def scaled_0_5(t: torch.Tensor) -> torch.Tensor:
+    """t * 0.5 in float64, rounded to float32 then to t's dtype (the oracle's round_to)."""
+    return torch.where(torch.isfinite(t), (t.double() * 0.5).float().to(t.dtype), t)
+
+
+DENSE_DEVIATIONS = {"one-ulp-high": one_ulp_high, "scaled-1.1": scaled_1_1, "scaled-0.5": scaled_0_5}
+
+
 def alter_dense(t: torch.Tensor, bug: str) -> None:
-    """In place: t <- one_ulp_high(t) or scaled_1_1(t)."""
-    t.copy_(one_ulp_high(t) if bug == "one-ulp-high" else scaled_1_1(t))
+    """In place: t <- one_ulp_high(t), scaled_1_1(t) or scaled_0_5(t)."""
+    t.copy_(DENSE_DEVIATIONS[bug](t))
 
 
 def replace_one_index(picks: torch.Tensor, first_valid: int, end_valid: int) -> torch.Tensor:
@@ -162,10 +170,10 @@ class BugInjector:
     # -- installation -------------------------------------------------------------------------
     def install(self) -> None:
         if self.bug in ("quant-skipped",) or self.bug in QUANT_VARIANTS or (
-                self.bug in ("one-ulp-high", "scaled-1.1") and self.stage in (
+                self.bug in DENSE_DEVIATIONS and self.stage in (
                     "kv", "compressor/entries", "indexer/q", "indexer/compressor/entries")):
             self._wrap_quantizers()
-        if self.bug.startswith("rope-") or (self.stage == "attn/out_heads" and self.bug in ("one-ulp-high", "scaled-1.1")):
+        if self.bug.startswith("rope-") or (self.stage == "attn/out_heads" and self.bug in DENSE_DEVIATIONS):
             self._wrap_rope()
         if self.stage in ("attn/core", "q", "topk_idxs"):
             self._wrap_sparse_attn()
@@ -179,7 +187,7 @@ class BugInjector:
             if not indexer or getattr(attn, "indexer", None) is not None:
                 comp = attn.indexer.compressor if indexer else attn.compressor
                 _roll_ape_during_forward(comp, +1 if self.bug == "ape-shift+1" else -1)
-        if self.bug in ("one-ulp-high", "scaled-1.1"):
+        if self.bug in DENSE_DEVIATIONS:
             bug = self.bug
             if self.stage == "q_latent":
                 attn.q_norm.register_forward_hook(lambda m, a, out: _altered_copy(out, bug), prepend=True)
@@ -231,7 +239,7 @@ class BugInjector:
 
     def _alter_after_quant(self, frame, stage: str) -> None:
         """Output deviations of the quantized stages: the whole tensor (rope dims too) after its quantizer."""
-        if self.bug not in ("one-ulp-high", "scaled-1.1"):
+        if self.bug not in DENSE_DEVIATIONS:
             return
         whole = frame.f_locals["q" if stage == "indexer/q" else "kv"]
         alter_dense(whole, self.bug)
@@ -246,7 +254,7 @@ class BugInjector:
             stage = injector.caller_stage(frame, x, inverse)
             if stage != injector.stage:
                 return rope_kernel(x, freqs_cis, inverse)
-            if injector.bug in ("one-ulp-high", "scaled-1.1"):  # attn/out_heads after the inverse RoPE
+            if injector.bug in DENSE_DEVIATIONS:  # attn/out_heads after the inverse RoPE
                 y = rope_kernel(x, freqs_cis, inverse)
                 alter_dense(frame.f_locals["o"], injector.bug)
                 return y
