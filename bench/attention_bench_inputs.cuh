@@ -43,7 +43,8 @@ __device__ inline uint16_t random_bf16(uint64_t r) {
 }
 
 __global__ void fill_bf16_kernel(uint16_t* p, int64_t n, uint64_t seed) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     p[i] = random_bf16(mix64(static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull + seed));
 }
 
@@ -51,7 +52,8 @@ __global__ void fill_bf16_kernel(uint16_t* p, int64_t n, uint64_t seed) {
 __global__ void fill_model1_kernel(uint8_t* pool, int64_t pages, int page_size, uint64_t seed) {
   const int64_t page_bytes = attn::model1_page_bytes(page_size);
   const int64_t total = pages * page_bytes;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t in_page = i % page_bytes;
     const uint64_t r = mix64(static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull + seed);
     uint8_t b = 0;
@@ -60,13 +62,14 @@ __global__ void fill_model1_kernel(uint8_t* pool, int64_t pages, int page_size, 
       if (in_token < attn::kModel1NopeDims) {
         b = static_cast<uint8_t>(r);
         if ((b & 0x7F) == 0x7F) b &= 0xFE;  // no NaN code
-      } else {  // rope dims: bytes of a random bf16, little-endian
+      } else {                              // rope dims: bytes of a random bf16, little-endian
         const int64_t pair = (i - (in_token - attn::kModel1NopeDims) % 2);
         const uint16_t v = random_bf16(mix64(static_cast<uint64_t>(pair) * 0x9E3779B97F4A7C15ull + seed + 1));
         b = static_cast<uint8_t>((in_token - attn::kModel1NopeDims) % 2 ? v >> 8 : v & 0xFF);
       }
     } else if (in_page < int64_t{page_size} * 584) {
-      const int64_t in_scales = (in_page - int64_t{page_size} * attn::kModel1TokenDataBytes) % attn::kModel1TokenScaleBytes;
+      const int64_t in_scales =
+          (in_page - int64_t{page_size} * attn::kModel1TokenDataBytes) % attn::kModel1TokenScaleBytes;
       b = in_scales < 7 ? static_cast<uint8_t>(112 + r % 13) : 0;
     }
     pool[i] = b;
@@ -86,8 +89,8 @@ __global__ void decode_indices_kernel(int32_t* window, int32_t* extra, int64_t r
   for (int k = threadIdx.x; k < kWindowTokens; k += blockDim.x)
     window[row * kWindowTokens + k] = static_cast<int32_t>(b * kWindowPage + k);
   for (int k = threadIdx.x; k < extra_topk; k += blockDim.x)
-    extra[row * extra_topk + k] =
-        static_cast<int32_t>(b * extra_tokens + (start + static_cast<uint64_t>(k) * stride) % static_cast<uint32_t>(extra_tokens));
+    extra[row * extra_topk + k] = static_cast<int32_t>(b * extra_tokens + (start + static_cast<uint64_t>(k) * stride) %
+                                                                              static_cast<uint32_t>(extra_tokens));
 }
 
 __global__ void prefill_indices_kernel(int32_t* idx, int64_t rows, int topk, int64_t s_kv, uint64_t seed) {
@@ -97,7 +100,8 @@ __global__ void prefill_indices_kernel(int32_t* idx, int64_t rows, int topk, int
   const uint64_t start = r % static_cast<uint64_t>(s_kv);
   const uint64_t stride = ((r >> 32) % static_cast<uint64_t>(s_kv)) | 1u;
   for (int k = threadIdx.x; k < topk; k += blockDim.x)
-    idx[row * topk + k] = static_cast<int32_t>((start + static_cast<uint64_t>(k) * stride) % static_cast<uint64_t>(s_kv));
+    idx[row * topk + k] =
+        static_cast<int32_t>((start + static_cast<uint64_t>(k) * stride) % static_cast<uint64_t>(s_kv));
 }
 
 __global__ void fill_sink_kernel(float* sink, int n, uint64_t seed) {
@@ -127,7 +131,8 @@ struct DecodeInputs {
       : shape(s),
         q(static_cast<size_t>(s.rows() * s.n_heads * attn::kHeadDim)),
         window_pool(static_cast<size_t>(s.batch * attn::model1_page_bytes(kWindowPage))),
-        extra_pool(static_cast<size_t>(int64_t{s.batch} * s.extra_tokens / kExtraPage * attn::model1_page_bytes(kExtraPage))),
+        extra_pool(
+            static_cast<size_t>(int64_t{s.batch} * s.extra_tokens / kExtraPage * attn::model1_page_bytes(kExtraPage))),
         window_idx(static_cast<size_t>(s.rows() * kWindowTokens)),
         extra_idx(static_cast<size_t>(s.rows() * s.extra_topk)),
         sink(static_cast<size_t>(s.n_heads)),
@@ -137,7 +142,7 @@ struct DecodeInputs {
     fill_model1_kernel<<<2048, 256>>>(window_pool.get(), s.batch, kWindowPage, 12);
     fill_model1_kernel<<<2048, 256>>>(extra_pool.get(), int64_t{s.batch} * s.extra_tokens / kExtraPage, kExtraPage, 13);
     decode_indices_kernel<<<static_cast<unsigned>(s.rows()), 128>>>(window_idx.get(), extra_idx.get(), s.rows(), s.s_q,
-                                                                     s.extra_topk, s.extra_tokens, 14);
+                                                                    s.extra_topk, s.extra_tokens, 14);
     fill_sink_kernel<<<1, 128>>>(sink.get(), s.n_heads, 15);
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -151,7 +156,8 @@ struct DecodeInputs {
     a.q = q.get();
     a.pool = attn::PagedPool{window_pool.get(), kWindowPage, shape.batch};
     a.list = attn::IndexList{window_idx.get(), kWindowTokens, nullptr};
-    a.extra_pool = attn::PagedPool{extra_pool.get(), kExtraPage, int64_t{shape.batch} * shape.extra_tokens / kExtraPage};
+    a.extra_pool =
+        attn::PagedPool{extra_pool.get(), kExtraPage, int64_t{shape.batch} * shape.extra_tokens / kExtraPage};
     a.extra_list = attn::IndexList{extra_idx.get(), shape.extra_topk, nullptr};
     a.sink = sink.get();
     a.softmax_scale = 0.044194173824159216f;
@@ -162,7 +168,9 @@ struct DecodeInputs {
   }
 
   // FlashMLA's count: 2 h (d_qk + d_v) per attended key; every slot here is valid.
-  double flops() const { return 2.0 * shape.n_heads * (512 + 512) * static_cast<double>(shape.rows()) * (kWindowTokens + shape.extra_topk); }
+  double flops() const {
+    return 2.0 * shape.n_heads * (512 + 512) * static_cast<double>(shape.rows()) * (kWindowTokens + shape.extra_topk);
+  }
   // Bytes that must move: q, every distinct token's 584 bytes once (the two query tokens of a
   // sequence share the window; their extra sets are drawn independently), indices, out, lse.
   double bytes() const {
@@ -170,7 +178,8 @@ struct DecodeInputs {
         s_unique(static_cast<double>(shape.extra_tokens), static_cast<double>(shape.extra_topk), shape.s_q);
     const double tokens = static_cast<double>(shape.batch) * (kWindowTokens + extra_unique_per_seq);
     return static_cast<double>(q.size()) * 2 * 2 + tokens * 584 +
-           static_cast<double>(shape.rows()) * (kWindowTokens + shape.extra_topk) * 4 + static_cast<double>(lse.size()) * 4;
+           static_cast<double>(shape.rows()) * (kWindowTokens + shape.extra_topk) * 4 +
+           static_cast<double>(lse.size()) * 4;
   }
   // Expected distinct tokens when s_q independent k-subsets of n are drawn: n (1 - (1 - k/n)^s_q).
   static double s_unique(double n, double k, int s_q) {

@@ -84,12 +84,12 @@ void BM_Decode(benchmark::State& state, DecodeShape shape, attn::Variant variant
   DeviceBuffer<uint8_t> ws(ws_bytes);
   run_timed(state, [&] { attn::sparse_mqa_decode(a, variant, ws.get(), ws_bytes); });
   set_counters(state, in.flops(), in.bytes());
-  state.counters["splits"] = attn::decode_splits(shape.batch, shape.s_q, shape.n_heads, in.shape.topk() + shape.extra_topk,
-                                                 [] {
-                                                   int sms = 0;
-                                                   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-                                                   return sms;
-                                                 }());
+  state.counters["splits"] =
+      attn::decode_splits(shape.batch, shape.s_q, shape.n_heads, in.shape.topk() + shape.extra_topk, [] {
+        int sms = 0;
+        CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+        return sms;
+      }());
 }
 
 void BM_Prefill(benchmark::State& state, PrefillShape shape, attn::Variant variant, attn::Probs probs) {
@@ -120,8 +120,8 @@ void BM_InverseRope(benchmark::State& state, int n_heads) {
 void BM_WoA(benchmark::State& state, int n_heads, int groups) {
   const int64_t tokens = state.range(0);
   const int width = n_heads * attn::kHeadDim / groups, rank = 1024;
-  DeviceBuffer<uint16_t> o(static_cast<size_t>(tokens * groups * width)), w(static_cast<size_t>(int64_t{groups} * rank * width)),
-      out(static_cast<size_t>(tokens * groups * rank));
+  DeviceBuffer<uint16_t> o(static_cast<size_t>(tokens * groups * width)),
+      w(static_cast<size_t>(int64_t{groups} * rank * width)), out(static_cast<size_t>(tokens * groups * rank));
   fill_bf16_kernel<<<1024, 256>>>(o.get(), static_cast<int64_t>(o.size()), 32);
   fill_bf16_kernel<<<1024, 256>>>(w.get(), static_cast<int64_t>(w.size()), 33);
   attn::GroupedWoA gemm;
@@ -167,37 +167,66 @@ void register_all() {
       for (Probs p : {Probs::bf16, Probs::fp32}) {
         const std::string name = std::string("Decode/") + s.name + probs_name(p) + variant_name(v);
         benchmark::RegisterBenchmark(name.c_str(), BM_Decode, s, v, p)
-            ->Arg(64)->Arg(128)->Arg(256)->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);
+            ->Arg(64)
+            ->Arg(128)
+            ->Arg(256)
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond)
+            ->Iterations(20);
       }
     for (const PrefillShape& s : prefills)
       for (Probs p : {Probs::bf16, Probs::fp32}) {
         const std::string name = std::string("Prefill/") + s.name + probs_name(p) + variant_name(v);
         benchmark::RegisterBenchmark(name.c_str(), BM_Prefill, s, v, p)
-            ->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(10);
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond)
+            ->Iterations(10);
       }
     const std::string name = std::string("Prefill/") + small.name + "/bf16P/" + variant_name(v);
     benchmark::RegisterBenchmark(name.c_str(), BM_Prefill, small, v, Probs::bf16)
-        ->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(10);
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond)
+        ->Iterations(10);
   };
 
   for (const DecodeShape& s : {kFlash, kPro}) {
     const std::string name = std::string("Decode/") + s.name + "/bf16P/v1";
     benchmark::RegisterBenchmark(name.c_str(), BM_Decode, s, Variant::v1, Probs::bf16)
-        ->Arg(64)->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(2);
+        ->Arg(64)
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond)
+        ->Iterations(2);
   }
   const std::string small_v1 = std::string("Prefill/") + small.name + "/bf16P/v1";
   benchmark::RegisterBenchmark(small_v1.c_str(), BM_Prefill, small, Variant::v1, Probs::bf16)
-      ->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(2);
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->Iterations(2);
   register_version(Variant::v2);
 
   benchmark::RegisterBenchmark("Output/InverseRope/Flash_h64", BM_InverseRope, 64)
-      ->Arg(256)->Arg(4096)->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);
+      ->Arg(256)
+      ->Arg(4096)
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->Iterations(20);
   benchmark::RegisterBenchmark("Output/WoA/Flash_h64_G8", BM_WoA, 64, 8)
-      ->Arg(256)->Arg(4096)->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);
+      ->Arg(256)
+      ->Arg(4096)
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->Iterations(20);
   benchmark::RegisterBenchmark("Output/WoA/Pro_h128_G16", BM_WoA, 128, 16)
-      ->Arg(256)->Arg(4096)->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(20);
+      ->Arg(256)
+      ->Arg(4096)
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->Iterations(20);
   benchmark::RegisterBenchmark("Ceiling/CublasGemm_bf16", BM_CublasGemm)
-      ->Arg(8192)->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(10);
+      ->Arg(8192)
+      ->UseManualTime()
+      ->Unit(benchmark::kMicrosecond)
+      ->Iterations(10);
 
   register_version(Variant::v3);
   register_version(Variant::v4);

@@ -74,15 +74,17 @@ void export_decode(const std::string& dir, DecodeShape shape, attn::Variant v) {
   write_device(dir + "/extra_idx.bin", in.extra_idx);
   write_device(dir + "/sink.bin", in.sink);
   char meta[1024];
-  std::snprintf(meta, sizeof meta,
-                "{\"kind\": \"decode\", \"name\": \"%s\", \"batch\": %d, \"s_q\": %d, \"n_heads\": %d, \"head_dim\": 512,\n"
-                " \"topk\": %d, \"extra_topk\": %d, \"page_size\": %d, \"window_pages\": %d, \"extra_page_size\": %d,\n"
-                " \"extra_pages\": %lld, \"window_page_bytes\": %lld, \"extra_page_bytes\": %lld,\n"
-                " \"softmax_scale\": %.17g, \"flops_per_row\": %.17g, \"bytes\": %.17g, \"batches\": [64, 128, 256]}\n",
-                shape.name, shape.batch, shape.s_q, shape.n_heads, kWindowTokens, shape.extra_topk, kWindowPage, shape.batch,
-                kExtraPage, static_cast<long long>(int64_t{shape.batch} * shape.extra_tokens / kExtraPage),
-                static_cast<long long>(attn::model1_page_bytes(kWindowPage)), static_cast<long long>(attn::model1_page_bytes(kExtraPage)),
-                static_cast<double>(a.softmax_scale), in.flops() / static_cast<double>(shape.rows()), in.bytes());
+  std::snprintf(
+      meta, sizeof meta,
+      "{\"kind\": \"decode\", \"name\": \"%s\", \"batch\": %d, \"s_q\": %d, \"n_heads\": %d, \"head_dim\": 512,\n"
+      " \"topk\": %d, \"extra_topk\": %d, \"page_size\": %d, \"window_pages\": %d, \"extra_page_size\": %d,\n"
+      " \"extra_pages\": %lld, \"window_page_bytes\": %lld, \"extra_page_bytes\": %lld,\n"
+      " \"softmax_scale\": %.17g, \"flops_per_row\": %.17g, \"bytes\": %.17g, \"batches\": [64, 128, 256]}\n",
+      shape.name, shape.batch, shape.s_q, shape.n_heads, kWindowTokens, shape.extra_topk, kWindowPage, shape.batch,
+      kExtraPage, static_cast<long long>(int64_t{shape.batch} * shape.extra_tokens / kExtraPage),
+      static_cast<long long>(attn::model1_page_bytes(kWindowPage)),
+      static_cast<long long>(attn::model1_page_bytes(kExtraPage)), static_cast<double>(a.softmax_scale),
+      in.flops() / static_cast<double>(shape.rows()), in.bytes());
   write_text(dir + "/meta.json", meta);
   std::printf("exported %s (batch %d)\n", dir.c_str(), shape.batch);
 }
@@ -103,11 +105,12 @@ void export_prefill(const std::string& dir, const PrefillShape& shape, attn::Var
   write_device(dir + "/idx.bin", in.idx);
   write_device(dir + "/sink.bin", in.sink);
   char meta[1024];
-  std::snprintf(meta, sizeof meta,
-                "{\"kind\": \"prefill\", \"name\": \"%s\", \"s_q\": %d, \"n_heads\": %d, \"head_dim\": 512, \"topk\": %d,\n"
-                " \"s_kv\": %lld, \"softmax_scale\": %.17g, \"flops\": %.17g, \"bytes\": %.17g}\n",
-                shape.name, shape.s_q, shape.n_heads, shape.topk, static_cast<long long>(shape.s_kv),
-                0.044194173824159216, in.flops(), in.bytes());
+  std::snprintf(
+      meta, sizeof meta,
+      "{\"kind\": \"prefill\", \"name\": \"%s\", \"s_q\": %d, \"n_heads\": %d, \"head_dim\": 512, \"topk\": %d,\n"
+      " \"s_kv\": %lld, \"softmax_scale\": %.17g, \"flops\": %.17g, \"bytes\": %.17g}\n",
+      shape.name, shape.s_q, shape.n_heads, shape.topk, static_cast<long long>(shape.s_kv), 0.044194173824159216,
+      in.flops(), in.bytes());
   write_text(dir + "/meta.json", meta);
   std::printf("exported %s\n", dir.c_str());
 }

@@ -57,7 +57,8 @@ struct Layer {
   CompressorParams params;
   DeviceBuffer<float> ape, norm, rope;
   Layer(int ratio, int d, Kind kind, int64_t rope_entries)
-      : ape(random_buffer(ratio * (ratio == 4 ? 2 : 1) * d, 1, -1, 1)), norm(random_buffer(d, 2, 0.5f, 1.5f)),
+      : ape(random_buffer(ratio * (ratio == 4 ? 2 : 1) * d, 1, -1, 1)),
+        norm(random_buffer(d, 2, 0.5f, 1.5f)),
         rope(random_buffer(rope_entries * kRopeDim, 3, -1, 1)) {
     params.ratio = ratio;
     params.head_dim = d;
@@ -143,8 +144,8 @@ void BM_Prefill(benchmark::State& state, Which which, Variant variant) {
       c4_prefill(layer.params, plan, kv.get(), score.get(), state_kv.get(), state_score.get(), entries.get(), nullptr,
                  variant);
     else
-      c128_prefill(layer.params, plan, kv.get(), score.get(), state_kv.get(), state_score.get(), entries.get(),
-                   nullptr, variant);
+      c128_prefill(layer.params, plan, kv.get(), score.get(), state_kv.get(), state_score.get(), entries.get(), nullptr,
+                   variant);
   };
   run();  // warm-up: module load, first-touch
   CUDA_CHECK(cudaDeviceSynchronize());
@@ -207,8 +208,8 @@ void BM_Decode(benchmark::State& state, Which which, Variant variant, bool all_c
       c4_decode(layer.params, plan, kv.get(), score.get(), state_kv.get(), state_score.get(), entries.get(), pool_out,
                 variant, stream);
     else
-      c128_decode(layer.params, plan, kv.get(), score.get(), state_kv.get(), state_score.get(), entries.get(),
-                  pool_out, variant, stream);
+      c128_decode(layer.params, plan, kv.get(), score.get(), state_kv.get(), state_score.get(), entries.get(), pool_out,
+                  variant, stream);
   };
   CUDA_CHECK(cudaDeviceSynchronize());
   step();
@@ -253,7 +254,10 @@ void BM_Decode(benchmark::State& state, Which which, Variant variant, bool all_c
 // Fixed iteration counts keep one run short: a prefill iteration is one call, a decode iteration
 // 100 steps.
 void register_all() {
-  benchmark::RegisterBenchmark("CopyD2D/2GiB", BM_CopyD2D)->UseManualTime()->Iterations(30)->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("CopyD2D/2GiB", BM_CopyD2D)
+      ->UseManualTime()
+      ->Iterations(30)
+      ->Unit(benchmark::kMicrosecond);
   struct P {
     const char* name;
     Which which;
@@ -281,8 +285,8 @@ void register_all() {
           if (p.which == kC128Online && v == Variant::v1) continue;  // one version, run as v3
           if (v == Variant::v1 && graph) continue;
           const std::string version = p.which == kC128Online ? "" : std::string("/") + variant_name(v);
-          const std::string name = std::string("Decode/") + p.name + version +
-                                   (all ? "/all" : "/mixed") + (graph ? "/graph" : "/stream") + "/b128";
+          const std::string name = std::string("Decode/") + p.name + version + (all ? "/all" : "/mixed") +
+                                   (graph ? "/graph" : "/stream") + "/b128";
           benchmark::RegisterBenchmark(name.c_str(), BM_Decode, p.which, v, all, graph)
               ->UseManualTime()
               ->Iterations(v == Variant::v1 ? 2 : 20)

@@ -34,7 +34,8 @@ constexpr int kHeads = 64;
 
 // Random code bytes (no e4m3 NaN code), UE8M0 scale bytes near 2^0, fp32 values.
 __global__ void fill_codes(uint8_t* p, int64_t n, uint64_t seed) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     uint64_t z = (static_cast<uint64_t>(i) + seed) * 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     uint8_t b = static_cast<uint8_t>(z >> 40);
@@ -43,11 +44,13 @@ __global__ void fill_codes(uint8_t* p, int64_t n, uint64_t seed) {
   }
 }
 __global__ void fill_bytes(uint8_t* p, int64_t n, uint8_t lo, int spread, uint64_t seed) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     p[i] = static_cast<uint8_t>(lo + ((static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull + seed) >> 59) % spread);
 }
 __global__ void fill_floats(float* p, int64_t n, float lo, float hi, uint64_t seed) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     uint64_t z = (static_cast<uint64_t>(i) + seed) * 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     p[i] = lo + (hi - lo) * static_cast<float>(z >> 40) * 0x1p-24f;
@@ -114,7 +117,8 @@ void BM_CopyD2D(benchmark::State& state) {
   const int64_t n = 2LL << 30;
   DeviceBuffer<uint8_t> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
   a.fill_bytes(0x5A);
-  time_it(state, [&] { CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), static_cast<size_t>(n), cudaMemcpyDeviceToDevice)); });
+  time_it(state,
+          [&] { CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), static_cast<size_t>(n), cudaMemcpyDeviceToDevice)); });
   state.SetBytesProcessed(static_cast<int64_t>(2.0 * n * static_cast<double>(state.iterations())));
 }
 
@@ -125,8 +129,10 @@ struct Queries {
   DeviceBuffer<float> weights;
   int64_t count;
   Queries(int64_t s, IndexerFormat f)
-      : codes(random_codes(s * kHeads * code_bytes(f), 1)), scales(scale_bytes(s * kHeads * 4, 2)),
-        weights(random_floats(s * kHeads, -0.05f, 0.05f, 3)), count(s) {}
+      : codes(random_codes(s * kHeads * code_bytes(f), 1)),
+        scales(scale_bytes(s * kHeads * 4, 2)),
+        weights(random_floats(s * kHeads, -0.05f, 0.05f, 3)),
+        count(s) {}
   IndexerQueries view() const { return {codes.get(), scales.get(), weights.get(), count}; }
 };
 
@@ -173,9 +179,9 @@ void BM_LogitsDecode(benchmark::State& state, IndexerFormat f, ScoreStorage st, 
   state.SetBytesProcessed(static_cast<int64_t>(bytes * static_cast<double>(state.iterations())));
   state.counters["MB"] = bytes * 1e-6;
   // The cache alone (code bytes and scale word of every key), the figure DeepGEMM-style reports quote.
-  state.counters["cache_TBps"] = benchmark::Counter(
-      static_cast<double>(batch) * context * (code_bytes(f) + kIndexerScaleBytes) * 1e-12,
-      benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["cache_TBps"] =
+      benchmark::Counter(static_cast<double>(batch) * context * (code_bytes(f) + kIndexerScaleBytes) * 1e-12,
+                         benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // ---- top-k -------------------------------------------------------------------------------------------
@@ -195,19 +201,25 @@ void BM_QPath(benchmark::State& state, IndexerFormat f, Variant v, int64_t s) {
   x.fill_bytes(0x3F);
   wx.fill_bytes(0x3F);
   const DeviceBuffer<float> rope = random_floats(s * 64, -1, 1, 8);
-  DeviceBuffer<uint8_t> codes(static_cast<size_t>(s * kHeads * code_bytes(f))), scales(static_cast<size_t>(s * kHeads * 4));
+  DeviceBuffer<uint8_t> codes(static_cast<size_t>(s * kHeads * code_bytes(f))),
+      scales(static_cast<size_t>(s * kHeads * 4));
   DeviceBuffer<uint16_t> values(static_cast<size_t>(s * kHeads * kIndexerDim));
   DeviceBuffer<float> weights(static_cast<size_t>(s * kHeads));
   time_it(state, [&] {
-    indexer_q({kHeads, f, true, 0.01f}, s, x.get(), rope.get(), wx.get(), {codes.get(), scales.get(), values.get(), weights.get()}, v);
+    indexer_q({kHeads, f, true, 0.01f}, s, x.get(), rope.get(), wx.get(),
+              {codes.get(), scales.get(), values.get(), weights.get()}, v);
   });
-  const double bytes = static_cast<double>(s) * kHeads * (kIndexerDim * 2.0 * 2 + code_bytes(f) + 4 + 2 + 4) + s * 64 * 4.0;
+  const double bytes =
+      static_cast<double>(s) * kHeads * (kIndexerDim * 2.0 * 2 + code_bytes(f) + 4 + 2 + 4) + s * 64 * 4.0;
   state.SetBytesProcessed(static_cast<int64_t>(bytes * static_cast<double>(state.iterations())));
 }
 
 void register_all() {
   auto reg = [](const std::string& name, auto fn, int iterations) {
-    benchmark::RegisterBenchmark(name.c_str(), fn)->UseManualTime()->Iterations(iterations)->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(name.c_str(), fn)
+        ->UseManualTime()
+        ->Iterations(iterations)
+        ->Unit(benchmark::kMicrosecond);
   };
   reg("CopyD2D/2GiB", BM_CopyD2D, 20);
   for (IndexerFormat f : {IndexerFormat::fp8, IndexerFormat::fp4})
@@ -215,33 +227,42 @@ void register_all() {
       for (int64_t n : {1024, 2048, 4096, 8192, 16384}) {
         const std::string name = std::string("Logits/prefill/") + format_name(f) + "/" + storage_name(st) +
                                  "/v2/s4096/n" + std::to_string(n);
-        reg(name, [=](benchmark::State& s) { BM_LogitsPrefill(s, f, st, Variant::v2, 4096, n); }, 10);
+        reg(
+            name, [=](benchmark::State& s) { BM_LogitsPrefill(s, f, st, Variant::v2, 4096, n); }, 10);
       }
   // v1 (one thread per logit, double arithmetic): a small shape, the ladder's starting point.
-  reg("Logits/prefill/fp8/bf16/v1/s256/n1024", [](benchmark::State& s) {
-    BM_LogitsPrefill(s, IndexerFormat::fp8, ScoreStorage::bf16, Variant::v1, 256, 1024);
-  }, 2);
+  reg(
+      "Logits/prefill/fp8/bf16/v1/s256/n1024",
+      [](benchmark::State& s) { BM_LogitsPrefill(s, IndexerFormat::fp8, ScoreStorage::bf16, Variant::v1, 256, 1024); },
+      2);
   for (IndexerFormat f : {IndexerFormat::fp8, IndexerFormat::fp4})
     for (IndexerCacheLayout layout : {IndexerCacheLayout::deepgemm, IndexerCacheLayout::interleaved})
       for (ScoreStorage st : {ScoreStorage::fp32, ScoreStorage::bf16}) {
         const std::string name = std::string("Logits/decode/") + format_name(f) + "/" +
                                  (layout == IndexerCacheLayout::deepgemm ? "deepgemm" : "interleaved") + "/" +
                                  storage_name(st) + "/v2/b128/ctx65536";
-        reg(name, [=](benchmark::State& s) { BM_LogitsDecode(s, f, st, layout, Variant::v2, 128, 65536); }, 10);
+        reg(
+            name, [=](benchmark::State& s) { BM_LogitsDecode(s, f, st, layout, Variant::v2, 128, 65536); }, 10);
       }
-  reg("Logits/decode/fp8/deepgemm/fp32/v1/b8/ctx4096", [](benchmark::State& s) {
-    BM_LogitsDecode(s, IndexerFormat::fp8, ScoreStorage::fp32, IndexerCacheLayout::deepgemm, Variant::v1, 8, 4096);
-  }, 2);
+  reg(
+      "Logits/decode/fp8/deepgemm/fp32/v1/b8/ctx4096",
+      [](benchmark::State& s) {
+        BM_LogitsDecode(s, IndexerFormat::fp8, ScoreStorage::fp32, IndexerCacheLayout::deepgemm, Variant::v1, 8, 4096);
+      },
+      2);
   for (Variant v : {Variant::v1, Variant::v2, Variant::v3})
     for (int k : {512, 1024}) {
-      reg(std::string("TopK/") + variant_name(v) + "/b1/n262144/k" + std::to_string(k),
+      reg(
+          std::string("TopK/") + variant_name(v) + "/b1/n262144/k" + std::to_string(k),
           [=](benchmark::State& s) { BM_TopK(s, v, 1, 262144, k); }, 50);
-      reg(std::string("TopK/") + variant_name(v) + "/b128/n16384/k" + std::to_string(k),
+      reg(
+          std::string("TopK/") + variant_name(v) + "/b128/n16384/k" + std::to_string(k),
           [=](benchmark::State& s) { BM_TopK(s, v, 128, 16384, k); }, 50);
     }
   for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8})
     for (Variant v : {Variant::v1, Variant::v2})
-      reg(std::string("QPath/") + format_name(f) + "/" + variant_name(v) + "/s4096",
+      reg(
+          std::string("QPath/") + format_name(f) + "/" + variant_name(v) + "/s4096",
           [=](benchmark::State& s) { BM_QPath(s, f, v, 4096); }, 20);
 }
 

@@ -132,13 +132,13 @@ void register_gemms(const ModelConfig& cfg, Index m) {
     const std::string shape = cfg.name + "/" + proj.name + "/M" + std::to_string(m);
     for (int threads : thread_counts()) {
       const std::string suffix = shape + "/threads:" + std::to_string(threads);
-      configure(benchmark::RegisterBenchmark(("Gemm/linear_fp8_block128/" + suffix).c_str(),
-                                             [=](benchmark::State& state) {
-        const Mat x = random_mat(m, proj.k, 2.0, 1);
-        const Mat W = fp8_weight_fake_quant(random_mat(proj.n, proj.k, 1.0 / std::sqrt(double(proj.k)), 2));
-        run_timed(state, threads, flops, 0,
-                  [&] { benchmark::DoNotOptimize(linear_fp8_block128(x, W, Storage::bf16)); });
-      }));
+      configure(
+          benchmark::RegisterBenchmark(("Gemm/linear_fp8_block128/" + suffix).c_str(), [=](benchmark::State& state) {
+            const Mat x = random_mat(m, proj.k, 2.0, 1);
+            const Mat W = fp8_weight_fake_quant(random_mat(proj.n, proj.k, 1.0 / std::sqrt(double(proj.k)), 2));
+            run_timed(state, threads, flops, 0,
+                      [&] { benchmark::DoNotOptimize(linear_fp8_block128(x, W, Storage::bf16)); });
+          }));
       configure(benchmark::RegisterBenchmark(("Gemm/linear_exact/" + suffix).c_str(), [=](benchmark::State& state) {
         const Mat x = random_mat(m, proj.k, 2.0, 1);
         const Mat W = random_mat(proj.n, proj.k, 1.0 / std::sqrt(double(proj.k)), 2);
@@ -167,8 +167,7 @@ void register_wo_a(const ModelConfig& cfg, Index m) {
     w.wo_a = random_mat(Index{cfg.o_groups} * cfg.o_lora_rank, group_in, 1.0 / std::sqrt(double(group_in)), 3);
     const Mat o = random_mat(m, Index{cfg.n_heads} * cfg.head_dim, 1.0, 4);
     const PrecisionPolicy p = PrecisionPolicy::official();
-    run_timed(state, omp_get_max_threads(), flops, 0,
-              [&] { benchmark::DoNotOptimize(grouped_wo_a(w, o, cfg, p)); });
+    run_timed(state, omp_get_max_threads(), flops, 0, [&] { benchmark::DoNotOptimize(grouped_wo_a(w, o, cfg, p)); });
   }));
   configure(benchmark::RegisterBenchmark(("Gemm/eigen_double/" + shape).c_str(), [=](benchmark::State& state) {
     const Mat wo_a = random_mat(Index{cfg.o_groups} * cfg.o_lora_rank, group_in, 1.0 / std::sqrt(double(group_in)), 3);
@@ -200,8 +199,8 @@ CompressorWeights random_compressor(const ModelConfig& cfg, int ratio, int head_
 
 void register_compressor(const ModelConfig& cfg, int ratio, CompressorKind kind, Index s) {
   const int head_dim = kind == CompressorKind::main ? cfg.head_dim : cfg.index_head_dim;
-  const std::string name = std::string("Compressor/") + (kind == CompressorKind::main ? "main" : "indexer") +
-                           "/ratio" + std::to_string(ratio) + "/" + cfg.name + "/s" + std::to_string(s);
+  const std::string name = std::string("Compressor/") + (kind == CompressorKind::main ? "main" : "indexer") + "/ratio" +
+                           std::to_string(ratio) + "/" + cfg.name + "/s" + std::to_string(s);
   const int coff = ratio == 4 ? 2 : 1;
   const double flops = 2.0 * 2.0 * double(s) * coff * head_dim * double(cfg.dim);  // wkv and wgate
   configure(benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
@@ -278,11 +277,11 @@ void register_sparse_mqa(const ModelConfig& cfg, Index s) {
 double layer_prefill_flops(const ModelConfig& c, int ratio, Index s) {
   const double m = double(s);
   const double hd = double(c.n_heads) * c.head_dim;
-  double f = 2 * m * c.q_lora_rank * c.dim           // wq_a
-             + 2 * m * hd * c.q_lora_rank            // wq_b
-             + 2 * m * c.head_dim * c.dim            // wkv
-             + 2 * m * c.o_lora_rank * hd            // wo_a: G groups of [R, H*d/G]
-             + 2 * m * c.dim * c.o_groups * double(c.o_lora_rank);  // wo_b
+  double f = 2 * m * c.q_lora_rank * c.dim                                     // wq_a
+             + 2 * m * hd * c.q_lora_rank                                      // wq_b
+             + 2 * m * c.head_dim * c.dim                                      // wkv
+             + 2 * m * c.o_lora_rank * hd                                      // wo_a: G groups of [R, H*d/G]
+             + 2 * m * c.dim * c.o_groups * double(c.o_lora_rank);             // wo_b
   if (ratio != 0) f += 2 * 2 * m * (ratio == 4 ? 2 : 1) * c.head_dim * c.dim;  // compressor wkv, wgate
   if (ratio == 4) {
     f += 2 * m * double(c.index_n_heads) * c.index_head_dim * c.q_lora_rank;  // indexer wq_b
@@ -296,29 +295,35 @@ double layer_prefill_flops(const ModelConfig& c, int ratio, Index s) {
 }
 
 void register_layer_prefill(const std::string& name, const ModelConfig& cfg, int ratio, Index s) {
-  configure(benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
-    const AttentionLayer layer(cfg, AttentionWeights::random(cfg, ratio, 1), PrecisionPolicy::official());
-    const Mat x = random_mat(s, cfg.dim, 2.0, 12);
-    auto cache = make_ring_cache(cfg, ratio, 1);
-    run_timed(state, omp_get_max_threads(), layer_prefill_flops(cfg, ratio, s), s,
-              [&] { benchmark::DoNotOptimize(layer.forward(x, 0, *cache, 0)); });
-  }), 1);
+  configure(benchmark::RegisterBenchmark(
+                name.c_str(),
+                [=](benchmark::State& state) {
+                  const AttentionLayer layer(cfg, AttentionWeights::random(cfg, ratio, 1), PrecisionPolicy::official());
+                  const Mat x = random_mat(s, cfg.dim, 2.0, 12);
+                  auto cache = make_ring_cache(cfg, ratio, 1);
+                  run_timed(state, omp_get_max_threads(), layer_prefill_flops(cfg, ratio, s), s,
+                            [&] { benchmark::DoNotOptimize(layer.forward(x, 0, *cache, 0)); });
+                }),
+            1);
 }
 
 // One decode step after a prefill of `context` tokens (the prefill is outside the timing; each
 // iteration decodes the next position).
 void register_layer_decode(const std::string& name, const ModelConfig& cfg, int ratio, Index context, Index steps) {
-  configure(benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
-    const AttentionLayer layer(cfg, AttentionWeights::random(cfg, ratio, 1), PrecisionPolicy::official());
-    const Mat x = random_mat(context + steps, cfg.dim, 2.0, 13);
-    auto cache = make_ring_cache(cfg, ratio, 1);
-    layer.forward(x.topRows(context), 0, *cache, 0);
-    Index pos = context;
-    run_timed(state, omp_get_max_threads(), 0, 1, [&] {
-      benchmark::DoNotOptimize(layer.forward(x.middleRows(pos, 1), pos, *cache, 0));
-      ++pos;
-    });
-  }), steps);
+  configure(benchmark::RegisterBenchmark(
+                name.c_str(),
+                [=](benchmark::State& state) {
+                  const AttentionLayer layer(cfg, AttentionWeights::random(cfg, ratio, 1), PrecisionPolicy::official());
+                  const Mat x = random_mat(context + steps, cfg.dim, 2.0, 13);
+                  auto cache = make_ring_cache(cfg, ratio, 1);
+                  layer.forward(x.topRows(context), 0, *cache, 0);
+                  Index pos = context;
+                  run_timed(state, omp_get_max_threads(), 0, 1, [&] {
+                    benchmark::DoNotOptimize(layer.forward(x.middleRows(pos, 1), pos, *cache, 0));
+                    ++pos;
+                  });
+                }),
+            steps);
 }
 
 bool filter_names(int argc, char** argv, const std::string& word) {

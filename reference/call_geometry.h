@@ -27,9 +27,9 @@ struct CallGeometry {
   int64_t new_entries(int r) const { return entries_after(r) - entries_before(r); }
 
   int64_t indexer_visible() const { return end_pos() / 4; }  // n_visible: columns of indexer/scores
-  int64_t indexer_topk() const;    // k = min(index_topk, n_visible): columns of indexer/topk
-  int64_t window_width() const;    // min(s, W) in prefill, W otherwise
-  int64_t compressed_width() const;  // ratio 4: k; ratio 128: (start_pos+s)/128; ratio 0: 0
+  int64_t indexer_topk() const;                              // k = min(index_topk, n_visible): columns of indexer/topk
+  int64_t window_width() const;                              // min(s, W) in prefill, W otherwise
+  int64_t compressed_width() const;                          // ratio 4: k; ratio 128: (start_pos+s)/128; ratio 0: 0
   int64_t topk_width() const { return window_width() + compressed_width(); }  // K of topk_idxs
   // Rows of the kv matrix sparse attention reads (the range of topk_idxs / indexer/topk values):
   // prefill s + entries, decode W + entries, chunked W + s + entries (reference/stages/index_lists.h).

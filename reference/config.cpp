@@ -12,8 +12,7 @@ namespace {
 // the MTP layer (the last entry) uses 0.
 std::vector<int> v4_compress_ratios(int n_layers, int first_two) {
   std::vector<int> ratios;
-  for (int layer = 0; layer < n_layers; ++layer)
-    ratios.push_back(layer < 2 ? first_two : (layer % 2 == 0 ? 4 : 128));
+  for (int layer = 0; layer < n_layers; ++layer) ratios.push_back(layer < 2 ? first_two : (layer % 2 == 0 ? 4 : 128));
   ratios.push_back(0);
   return ratios;
 }
@@ -134,12 +133,10 @@ void ModelConfig::validate() const {
   // carries RoPE on its last rope_head_dim dims.
   c.require(is_power_of_two(index_head_dim), "index_head_dim", index_head_dim,
             "must be a power of two (Hadamard transform)");
-  c.require(index_head_dim % 32 == 0, "index_head_dim", index_head_dim,
-            "must be a multiple of 32 (the FP4 block)");
+  c.require(index_head_dim % 32 == 0, "index_head_dim", index_head_dim, "must be a multiple of 32 (the FP4 block)");
   c.require(index_head_dim >= rope_head_dim, "index_head_dim", index_head_dim,
             "must be >= rope_head_dim = " + std::to_string(rope_head_dim));
-  c.require(n_heads % o_groups == 0, "n_heads", n_heads,
-            "must be divisible by o_groups = " + std::to_string(o_groups));
+  c.require(n_heads % o_groups == 0, "n_heads", n_heads, "must be divisible by o_groups = " + std::to_string(o_groups));
   // The inputs of the FP8 linears are quantized in 1x128 blocks: wq_a and wkv read dim, wq_b and
   // indexer.wq_b read q_lora_rank, wo_b reads o_groups * o_lora_rank. (wo_a is bf16: no rule.)
   c.require(dim % 128 == 0, "dim", dim, "must be a multiple of 128 (FP8 1x128 input blocks of wq_a, wkv)");

@@ -8,16 +8,16 @@ namespace dsv4::ref {
 
 struct ModelConfig {
   std::string name;
-  int dim = 0;              // model width
-  int n_heads = 0;          // H
-  int head_dim = 0;         // d = 512 (nope 448 + rope 64)
-  int rope_head_dim = 0;    // 64: interleaved RoPE on the last rope_head_dim dims
+  int dim = 0;            // model width
+  int n_heads = 0;        // H
+  int head_dim = 0;       // d = 512 (nope 448 + rope 64)
+  int rope_head_dim = 0;  // 64: interleaved RoPE on the last rope_head_dim dims
   int q_lora_rank = 0;
-  int o_groups = 0;         // G
+  int o_groups = 0;  // G
   int o_lora_rank = 0;
-  int window_size = 0;      // 128
-  int index_n_heads = 0;    // IH
-  int index_head_dim = 0;   // ID
+  int window_size = 0;     // 128
+  int index_n_heads = 0;   // IH
+  int index_head_dim = 0;  // ID
   int index_topk = 0;
   double rope_theta = 0;           // base of the plain table (ratio-0 layers)
   double compress_rope_theta = 0;  // base of the YaRN table (ratio 4 / 128 layers)

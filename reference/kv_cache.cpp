@@ -35,8 +35,8 @@ class CheckedCache : public KvCache {
                                   std::to_string(compress_ratio));
     if (batch < 1) throw std::invalid_argument("KV cache: batch must be >= 1, got " + std::to_string(batch));
     if (cfg.window_size < 1 || cfg.max_seq_len < 1 || cfg.head_dim < 1)
-      throw std::invalid_argument("KV cache: window_size, max_seq_len and head_dim must be >= 1 (config '" +
-                                  cfg.name + "')");
+      throw std::invalid_argument("KV cache: window_size, max_seq_len and head_dim must be >= 1 (config '" + cfg.name +
+                                  "')");
     if (compress_ratio == 4 && cfg.index_head_dim < 1)
       throw std::invalid_argument("KV cache: ratio 4 needs index_head_dim >= 1 (config '" + cfg.name + "')");
   }
@@ -70,8 +70,8 @@ class CheckedCache : public KvCache {
     if (!held)
       throw std::out_of_range("KV cache window_row: position " + std::to_string(pos) + " of sequence " +
                               std::to_string(seq) + " is not held; the window holds the last " +
-                              std::to_string(window_) + " written positions, [" + std::to_string(oldest) +
-                              ", " + std::to_string(b.length) + ")");
+                              std::to_string(window_) + " written positions, [" + std::to_string(oldest) + ", " +
+                              std::to_string(b.length) + ")");
     return load_window(seq, static_cast<int>(pos % window_));
   }
 
@@ -112,8 +112,8 @@ class CheckedCache : public KvCache {
   void restore_window(int seq, int64_t end, const Mat& ring) final {
     Book& b = book(seq);
     if (end < 0 || end > max_seq_len_)
-      throw std::out_of_range("KV cache restore_window: end " + std::to_string(end) + " is outside [0, max_seq_len = " +
-                              std::to_string(max_seq_len_) + "]");
+      throw std::out_of_range("KV cache restore_window: end " + std::to_string(end) +
+                              " is outside [0, max_seq_len = " + std::to_string(max_seq_len_) + "]");
     check_width("restore_window (ring rows)", ring.rows(), window_);
     check_width("restore_window", ring.cols(), head_dim_);
     for (int slot = 0; slot < window_; ++slot) {

@@ -55,8 +55,8 @@ StageOutputs AttentionLayer::forward(const Mat& x, int64_t start_pos, KvCache& c
   if (s < 1) throw std::invalid_argument("AttentionLayer::forward: x has no tokens");
   if (start_pos < 0 || start_pos + s > cfg_.max_seq_len)
     throw std::invalid_argument("AttentionLayer::forward: positions [" + std::to_string(start_pos) + ", " +
-                                std::to_string(start_pos + s) + ") are outside [0, max_seq_len = " +
-                                std::to_string(cfg_.max_seq_len) + ")");
+                                std::to_string(start_pos + s) +
+                                ") are outside [0, max_seq_len = " + std::to_string(cfg_.max_seq_len) + ")");
   if (cache.compress_ratio() != ratio)
     throw std::invalid_argument("AttentionLayer::forward: the cache is for ratio " +
                                 std::to_string(cache.compress_ratio()) + ", the layer has ratio " +
@@ -143,16 +143,15 @@ StageOutputs AttentionLayer::forward(const Mat& x, int64_t start_pos, KvCache& c
 }
 
 // xs[b] [s, dim] for b < batch, all at start_pos -> one StageOutputs per sequence.
-std::vector<StageOutputs> AttentionLayer::forward_batch(const std::vector<Mat>& xs, int64_t start_pos,
-                                                        KvCache& cache, const StageProvider& stages) const {
+std::vector<StageOutputs> AttentionLayer::forward_batch(const std::vector<Mat>& xs, int64_t start_pos, KvCache& cache,
+                                                        const StageProvider& stages) const {
   if (xs.empty() || static_cast<int64_t>(xs.size()) > cache.batch())
     throw std::invalid_argument("AttentionLayer::forward_batch: " + std::to_string(xs.size()) +
                                 " sequences, the cache holds 1 to " + std::to_string(cache.batch()));
   for (const Mat& x : xs)
     if (x.rows() != xs.front().rows())
-      throw std::invalid_argument("AttentionLayer::forward_batch: sequences of " + std::to_string(x.rows()) +
-                                  " and " + std::to_string(xs.front().rows()) +
-                                  " tokens; a batch call has one length");
+      throw std::invalid_argument("AttentionLayer::forward_batch: sequences of " + std::to_string(x.rows()) + " and " +
+                                  std::to_string(xs.front().rows()) + " tokens; a batch call has one length");
   std::vector<StageOutputs> out;
   out.reserve(xs.size());
   for (size_t b = 0; b < xs.size(); ++b) out.push_back(forward(xs[b], start_pos, cache, static_cast<int>(b), stages));

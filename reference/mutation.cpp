@@ -19,14 +19,30 @@ namespace dsv4::ref {
 namespace {
 
 constexpr Deviation kAllDeviations[] = {
-    Deviation::quant_skipped,          Deviation::round_toward_zero,     Deviation::ties_toward_zero,
-    Deviation::amax_floor_1e4,         Deviation::amax_floor_6x2m126,    Deviation::ue8m0_floor,
-    Deviation::rope_position_plus_1,   Deviation::rope_position_minus_1, Deviation::rope_block_end,
-    Deviation::rope_first_dims,        Deviation::rope_halves,           Deviation::ape_shift_plus_1,
-    Deviation::ape_shift_minus_1,      Deviation::causal_plus_1,         Deviation::causal_minus_1,
-    Deviation::softmax_scale_nope_dim, Deviation::softmax_scale_rope_dim, Deviation::softmax_scale_index_head_dim,
-    Deviation::probs_fp32,             Deviation::sink_dropped,          Deviation::one_ulp_high,
-    Deviation::scaled_1_1,             Deviation::scaled_0_5,            Deviation::index_replaced,
+    Deviation::quant_skipped,
+    Deviation::round_toward_zero,
+    Deviation::ties_toward_zero,
+    Deviation::amax_floor_1e4,
+    Deviation::amax_floor_6x2m126,
+    Deviation::ue8m0_floor,
+    Deviation::rope_position_plus_1,
+    Deviation::rope_position_minus_1,
+    Deviation::rope_block_end,
+    Deviation::rope_first_dims,
+    Deviation::rope_halves,
+    Deviation::ape_shift_plus_1,
+    Deviation::ape_shift_minus_1,
+    Deviation::causal_plus_1,
+    Deviation::causal_minus_1,
+    Deviation::softmax_scale_nope_dim,
+    Deviation::softmax_scale_rope_dim,
+    Deviation::softmax_scale_index_head_dim,
+    Deviation::probs_fp32,
+    Deviation::sink_dropped,
+    Deviation::one_ulp_high,
+    Deviation::scaled_1_1,
+    Deviation::scaled_0_5,
+    Deviation::index_replaced,
 };
 
 constexpr float kFp8AmaxFloor = 1e-4f;
@@ -42,10 +58,15 @@ bool quantized(Stage s) {
 const std::optional<BlockFormat>& format_of(Stage s, const PrecisionPolicy& p) {
   return is_indexer_stage(s) ? p.indexer_qk : p.kv_nope;
 }
-std::optional<BlockFormat>& format_of(Stage s, PrecisionPolicy& p) { return is_indexer_stage(s) ? p.indexer_qk : p.kv_nope; }
+std::optional<BlockFormat>& format_of(Stage s, PrecisionPolicy& p) {
+  return is_indexer_stage(s) ? p.indexer_qk : p.kv_nope;
+}
 
 bool compressor_entries(Stage s) { return s == Stage::compressor_entries || s == Stage::indexer_compressor_entries; }
-bool rotated(Stage s) { return s == Stage::q || s == Stage::kv || s == Stage::indexer_q || compressor_entries(s) || s == Stage::attn_out_heads; }
+bool rotated(Stage s) {
+  return s == Stage::q || s == Stage::kv || s == Stage::indexer_q || compressor_entries(s) ||
+         s == Stage::attn_out_heads;
+}
 bool gated(Stage s) {
   return compressor_entries(s) || s == Stage::compressor_state_score || s == Stage::indexer_compressor_state_score;
 }
@@ -129,7 +150,7 @@ double next_up(Storage s, double v) {
     case Storage::fp32: return std::nextafter(static_cast<float>(v), std::numeric_limits<float>::infinity());
     case Storage::bf16: {
       const uint16_t b = bf16_encode(static_cast<float>(v));
-      if ((b & 0x7fffu) == 0) return bf16_decode(0x0001);             // +-0: the smallest positive bf16
+      if ((b & 0x7fffu) == 0) return bf16_decode(0x0001);                        // +-0: the smallest positive bf16
       return bf16_decode(static_cast<uint16_t>((b & 0x8000u) ? b - 1 : b + 1));  // negative: toward zero
     }
   }
@@ -168,13 +189,16 @@ std::string_view deviation_name(Deviation d) {
   return "";
 }
 
-std::string Mutation::name() const { return std::string(ref::stage(stage).name) + ":" + std::string(deviation_name(deviation)); }
+std::string Mutation::name() const {
+  return std::string(ref::stage(stage).name) + ":" + std::string(deviation_name(deviation));
+}
 
 std::string Mutation::describe() const {
   const std::string format = is_indexer_stage(stage) ? "FP4" : "FP8";
   switch (deviation) {
     case Deviation::quant_skipped: return format + " quantization skipped";
-    case Deviation::round_toward_zero: return format + " elements truncated (rounded toward zero) instead of to nearest even";
+    case Deviation::round_toward_zero:
+      return format + " elements truncated (rounded toward zero) instead of to nearest even";
     case Deviation::ties_toward_zero: return format + " ties rounded toward zero instead of to even";
     case Deviation::amax_floor_1e4: return format + " amax floored at 1e-4 instead of 6*2^-126";
     case Deviation::amax_floor_6x2m126: return format + " amax floored at 6*2^-126 instead of 1e-4";

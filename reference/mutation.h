@@ -26,39 +26,39 @@ namespace dsv4::ref {
 
 enum class Deviation {
   // The stage's final block quantization (FP8 of kv / compressor/entries, FP4 of the indexer's).
-  quant_skipped,           // not quantized at all
-  round_toward_zero,       // elements truncated instead of rounded to nearest even
-  ties_toward_zero,        // elements rounded to nearest, ties toward zero
-  amax_floor_1e4,          // amax floored at 1e-4 (FP8's floor) where the format's is 6*2^-126
-  amax_floor_6x2m126,      // amax floored at 6*2^-126 (FP4's floor) where the format's is 1e-4
-  ue8m0_floor,             // the power-of-two scale rounded down instead of up
+  quant_skipped,       // not quantized at all
+  round_toward_zero,   // elements truncated instead of rounded to nearest even
+  ties_toward_zero,    // elements rounded to nearest, ties toward zero
+  amax_floor_1e4,      // amax floored at 1e-4 (FP8's floor) where the format's is 6*2^-126
+  amax_floor_6x2m126,  // amax floored at 6*2^-126 (FP4's floor) where the format's is 1e-4
+  ue8m0_floor,         // the power-of-two scale rounded down instead of up
   // RoPE (q, kv, indexer/q, compressor entries, the inverse RoPE of attn/out_heads).
-  rope_position_plus_1,    // at position t + 1 (entries: j*r + 1)
-  rope_position_minus_1,   // at position t - 1
-  rope_block_end,          // compressor entries at the block's last position j*r + r - 1
-  rope_first_dims,         // on the first rope_dim dims of each head instead of the last
-  rope_halves,             // on pairs (i, i + 32) instead of (2i, 2i + 1)
+  rope_position_plus_1,   // at position t + 1 (entries: j*r + 1)
+  rope_position_minus_1,  // at position t - 1
+  rope_block_end,         // compressor entries at the block's last position j*r + r - 1
+  rope_first_dims,        // on the first rope_dim dims of each head instead of the last
+  rope_halves,            // on pairs (i, i + 32) instead of (2i, 2i + 1)
   // Compressor gate bias.
-  ape_shift_plus_1,        // ape[(t + 1) mod r]
-  ape_shift_minus_1,       // ape[(t - 1) mod r]
+  ape_shift_plus_1,   // ape[(t + 1) mod r]
+  ape_shift_minus_1,  // ape[(t - 1) mod r]
   // Indexer visibility.
-  causal_plus_1,           // entry j visible to token t iff j < (t + 2) / 4
-  causal_minus_1,          // entry j visible to token t iff j < t / 4
+  causal_plus_1,   // entry j visible to token t iff j < (t + 2) / 4
+  causal_minus_1,  // entry j visible to token t iff j < t / 4
   // Sparse attention.
-  softmax_scale_nope_dim,  // logits scaled by (d - rope_dim)^-1/2 instead of d^-1/2
-  softmax_scale_rope_dim,  // by rope_dim^-1/2
+  softmax_scale_nope_dim,        // logits scaled by (d - rope_dim)^-1/2 instead of d^-1/2
+  softmax_scale_rope_dim,        // by rope_dim^-1/2
   softmax_scale_index_head_dim,  // by index_head_dim^-1/2
-  probs_fp32,              // probabilities not rounded to bf16 before P.V
-  sink_dropped,            // the sink left out of the denominator
+  probs_fp32,                    // probabilities not rounded to bf16 before P.V
+  sink_dropped,                  // the sink left out of the denominator
   // Output deviations.
-  one_ulp_high,            // every element one ulp (of the stage's storage) higher
-  scaled_1_1,              // every element times 1.1, rounded to the stage's storage
-  scaled_0_5,              // every element times 0.5 (a scale applied twice, a wrong 1/sqrt(d))
-  index_replaced,          // one index of the call's first row with an index replaced
+  one_ulp_high,    // every element one ulp (of the stage's storage) higher
+  scaled_1_1,      // every element times 1.1, rounded to the stage's storage
+  scaled_0_5,      // every element times 0.5 (a scale applied twice, a wrong 1/sqrt(d))
+  index_replaced,  // one index of the call's first row with an index replaced
 };
 
 struct Mutation {
-  Stage stage;          // where the bug is injected: the stage that must fail first
+  Stage stage;  // where the bug is injected: the stage that must fail first
   Deviation deviation;
 
   bool operator==(const Mutation&) const = default;

@@ -24,10 +24,10 @@ enum class SoftmaxScaleDim { head_dim, nope_dim, rope_dim, index_head_dim };
 struct NumericsVariant {
   int rope_position_shift = 0;  // RoPE at position t + shift (compressor entries: j*r + shift)
   RopePairs rope_pairs = RopePairs::last_interleaved;
-  int ape_shift = 0;            // compressor gate bias ape[(t + shift) mod r] instead of ape[t mod r]
-  int causal_shift = 0;         // indexer: entry j visible to token t iff j < (t + 1 + shift) / r
+  int ape_shift = 0;     // compressor gate bias ape[(t + shift) mod r] instead of ape[t mod r]
+  int causal_shift = 0;  // indexer: entry j visible to token t iff j < (t + 1 + shift) / r
   SoftmaxScaleDim softmax_scale_dim = SoftmaxScaleDim::head_dim;
-  bool attn_sink = true;        // false: the sink left out of the softmax denominator
+  bool attn_sink = true;  // false: the sink left out of the softmax denominator
 
   bool operator==(const NumericsVariant&) const = default;
   bool is_deepseek() const { return *this == NumericsVariant{}; }

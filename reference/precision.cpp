@@ -124,18 +124,20 @@ PrecisionPolicy PrecisionPolicy::by_name(const std::string& name) {
     if (p.name == name) return p;
     known += (known.empty() ? "" : ", ") + p.name;
   }
-  const std::string unknown = "unknown precision policy '" + name + "': known policies are " + known +
-                              ", and <name>" + std::string(kNoHadamard) +
+  const std::string unknown = "unknown precision policy '" + name + "': known policies are " + known + ", and <name>" +
+                              std::string(kNoHadamard) +
                               " for a named policy that quantizes the indexer q/k with the rotation on";
   if (!name.ends_with(kNoHadamard)) throw std::invalid_argument(unknown);
   const std::string base_name = name.substr(0, name.size() - kNoHadamard.size());
-  const auto base = std::find_if(named.begin(), named.end(), [&](const PrecisionPolicy& p) { return p.name == base_name; });
+  const auto base =
+      std::find_if(named.begin(), named.end(), [&](const PrecisionPolicy& p) { return p.name == base_name; });
   if (base == named.end() || !base->indexer_qk || !base->indexer_hadamard) throw std::invalid_argument(unknown);
   PrecisionPolicy variant = renamed(*base, name);
   variant.indexer_hadamard = false;
   for (const PrecisionPolicy& p : named)
     if (p.differences_from(variant) == "none")
-      throw std::invalid_argument("precision policy '" + name + "' is the named policy '" + p.name + "': use that name");
+      throw std::invalid_argument("precision policy '" + name + "' is the named policy '" + p.name +
+                                  "': use that name");
   return variant;
 }
 

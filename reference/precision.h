@@ -23,20 +23,20 @@ enum class LinearKind {
 
 struct PrecisionPolicy {
   std::string name;
-  Storage activations = Storage::bf16;    // where the code holds bf16 tensors (x, q, kv, o, ...)
-  Storage fp32_tensors = Storage::fp32;   // where it holds fp32 (compressor kv/score/state and
-                                          // pooling, norm and RoPE internals, softmax sums)
+  Storage activations = Storage::bf16;   // where the code holds bf16 tensors (x, q, kv, o, ...)
+  Storage fp32_tensors = Storage::fp32;  // where it holds fp32 (compressor kv/score/state and
+                                         // pooling, norm and RoPE internals, softmax sums)
   LinearKind fp8_linears = LinearKind::fp8_block128;
-  std::optional<BlockFormat> kv_nope;     // fake-quant of the 448 nope dims of window/compressed kv
-  std::optional<BlockFormat> indexer_qk;  // fake-quant of indexer q and indexer compressed k
-  bool indexer_q_quant = true;            // indexer_qk applies to the indexer q too (off: to the
-                                          // compressed keys only; q stays in the activation storage)
-  bool indexer_hadamard = true;           // rotate indexer q and k before quantizing them
-  Storage indexer_scores = Storage::bf16; // q.k, relu, *w and the head sum of the indexer
-  Storage attn_probs = Storage::bf16;     // probabilities before P.V in sparse attention
-  bool attn_online_blocks = true;         // softmax walked in blocks of 64 indices with a running
-                                          // max, as kernel.py's sparse_attn does (else one pass)
-  NumericsVariant variant;                // DeepSeek's arithmetic unless a bug class is simulated
+  std::optional<BlockFormat> kv_nope;      // fake-quant of the 448 nope dims of window/compressed kv
+  std::optional<BlockFormat> indexer_qk;   // fake-quant of indexer q and indexer compressed k
+  bool indexer_q_quant = true;             // indexer_qk applies to the indexer q too (off: to the
+                                           // compressed keys only; q stays in the activation storage)
+  bool indexer_hadamard = true;            // rotate indexer q and k before quantizing them
+  Storage indexer_scores = Storage::bf16;  // q.k, relu, *w and the head sum of the indexer
+  Storage attn_probs = Storage::bf16;      // probabilities before P.V in sparse attention
+  bool attn_online_blocks = true;          // softmax walked in blocks of 64 indices with a running
+                                           // max, as kernel.py's sparse_attn does (else one pass)
+  NumericsVariant variant;                 // DeepSeek's arithmetic unless a bug class is simulated
 
   static PrecisionPolicy exact();
   static PrecisionPolicy official();

@@ -28,12 +28,8 @@ Mat AttentionKv::rows() const {
                                 std::to_string(s) + " tokens");
   Mat out(space.rows(n_entries), fresh.cols());
   switch (space.kind) {
-    case IndexSpace::Kind::prefill:
-      out.topRows(s) = fresh;
-      break;
-    case IndexSpace::Kind::decode:
-      out.topRows(W) = cache.ring(seq, space.start_pos + 1);
-      break;
+    case IndexSpace::Kind::prefill: out.topRows(s) = fresh; break;
+    case IndexSpace::Kind::decode: out.topRows(W) = cache.ring(seq, space.start_pos + 1); break;
     case IndexSpace::Kind::chunked:
       out.topRows(W) = cache.ring(seq, space.start_pos);
       out.middleRows(W, s) = fresh;
@@ -99,8 +95,8 @@ Mat StageProvider::sparse_mqa(const AttentionLayer& l, const Mat& q, const Atten
     case SoftmaxScaleDim::rope_dim: scale_dim = cfg.rope_head_dim; break;
     case SoftmaxScaleDim::index_head_dim: scale_dim = cfg.index_head_dim; break;
   }
-  const Vec sink = v.attn_sink ? l.weights().attn_sink
-                               : Vec::Constant(cfg.n_heads, -std::numeric_limits<double>::infinity());
+  const Vec sink =
+      v.attn_sink ? l.weights().attn_sink : Vec::Constant(cfg.n_heads, -std::numeric_limits<double>::infinity());
   return ref::sparse_mqa(q, kv.rows(), sink, indices, cfg.n_heads, std::pow(static_cast<double>(scale_dim), -0.5),
                          l.policy());
 }
@@ -113,7 +109,9 @@ Mat StageProvider::grouped_wo_a(const AttentionLayer& l, const Mat& out_heads) c
   return ref::grouped_wo_a(l.weights(), out_heads, l.config(), l.policy());
 }
 
-Mat StageProvider::wo_b(const AttentionLayer& l, const Mat& wo_a) const { return ref::wo_b(l.weights(), wo_a, l.policy()); }
+Mat StageProvider::wo_b(const AttentionLayer& l, const Mat& wo_a) const {
+  return ref::wo_b(l.weights(), wo_a, l.policy());
+}
 
 const StageProvider& oracle_stages() {
   static const StageProvider oracle;

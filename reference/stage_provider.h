@@ -59,8 +59,8 @@ class StageProvider {
   virtual Mat window_kv(const AttentionLayer& layer, const Mat& x, int64_t start_pos) const;
   // x [s, dim] -> the entries the call completes [n_new, d]; advances `state` (the main
   // compressor's, or the indexer's for kind indexer).
-  virtual CompressorOutput compress(const AttentionLayer& layer, CompressorKind kind, const Mat& x,
-                                    int64_t start_pos, CompressorState& state) const;
+  virtual CompressorOutput compress(const AttentionLayer& layer, CompressorKind kind, const Mat& x, int64_t start_pos,
+                                    CompressorState& state) const;
   // q_latent [s, q_lora_rank] -> indexer/q [s, IH*ID]
   virtual Mat indexer_q(const AttentionLayer& layer, const Mat& q_latent, int64_t start_pos) const;
   // x [s, dim] -> indexer/weights [s, IH]

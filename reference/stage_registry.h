@@ -97,7 +97,7 @@ enum class Held { activations, fp32_tensors, indexer_scores, index };
 
 struct StageDef {
   Stage id;
-  std::string_view name;       // dataset path under calls/<k>/
+  std::string_view name;  // dataset path under calls/<k>/
   StageScope scope;
   StageValues values;
   Comparison comparison;
@@ -106,7 +106,7 @@ struct StageDef {
   std::vector<int64_t> (*shape)(const CallGeometry& g);
   std::optional<Stage> tie_scores;  // index_set: the scores the selection was made from
   StageEntry entry;
-  bool hadamard_basis;         // values live in the indexer's Hadamard-rotated basis (when the policy rotates)
+  bool hadamard_basis;  // values live in the indexer's Hadamard-rotated basis (when the policy rotates)
   // The oracle's result of this stage for one sequence ([rows, cols] of the dataset's [b, rows,
   // ...] less b); exactly one is set for a computed stage, neither for x and cache/.
   const Mat* (*dense_result)(const StageOutputs&);

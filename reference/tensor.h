@@ -4,6 +4,7 @@
 // (bf16, fp32, fp8, fp4 values are all exactly representable in double), so one code path serves
 // every precision policy.
 #include <Eigen/Core>
+
 #include <cstdint>
 #include <vector>
 

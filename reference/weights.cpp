@@ -60,8 +60,8 @@ class ShapeChecker {
 };
 
 // d_name: the config field d comes from (head_dim or index_head_dim).
-void check_compressor(const ShapeChecker& c, const std::string& prefix, const CompressorWeights& w, int ratio,
-                      int d, const std::string& d_name, const ModelConfig& cfg) {
+void check_compressor(const ShapeChecker& c, const std::string& prefix, const CompressorWeights& w, int ratio, int d,
+                      const std::string& d_name, const ModelConfig& cfg) {
   c.value(prefix + "ratio", w.ratio, ratio, "the layer's compress ratio");
   c.value(prefix + "head_dim", w.head_dim, d, d_name);
   const int coff = ratio == 4 ? 2 : 1;
@@ -84,8 +84,7 @@ void check_no_compressor(const ShapeChecker& c, const std::string& prefix, const
 
 void AttentionWeights::validate(const ModelConfig& cfg) const {
   const ShapeChecker c(compress_ratio);
-  if (compress_ratio != 0 && compress_ratio != 4 && compress_ratio != 128)
-    c.fail("compress_ratio must be 0, 4 or 128");
+  if (compress_ratio != 0 && compress_ratio != 4 && compress_ratio != 128) c.fail("compress_ratio must be 0, 4 or 128");
   const int H = cfg.n_heads, d = cfg.head_dim, G = cfg.o_groups;
   if (G <= 0 || (static_cast<int64_t>(H) * d) % G != 0)
     c.fail("config '" + cfg.name + "': n_heads * head_dim = " + std::to_string(static_cast<int64_t>(H) * d) +
@@ -107,8 +106,8 @@ void AttentionWeights::validate(const ModelConfig& cfg) const {
     check_no_compressor(c, "compressor/", compressor, "a compress_ratio 0 layer has no compressor");
 
   if (compress_ratio == 4) {
-    c.matrix("indexer/wq_b", indexer.wq_b, static_cast<Index>(cfg.index_n_heads) * cfg.index_head_dim,
-             cfg.q_lora_rank, "[index_n_heads*index_head_dim, q_lora_rank]");
+    c.matrix("indexer/wq_b", indexer.wq_b, static_cast<Index>(cfg.index_n_heads) * cfg.index_head_dim, cfg.q_lora_rank,
+             "[index_n_heads*index_head_dim, q_lora_rank]");
     c.matrix("indexer/weights_proj", indexer.weights_proj, cfg.index_n_heads, cfg.dim, "[index_n_heads, dim]");
     check_compressor(c, "indexer/compressor/", indexer.compressor, 4, cfg.index_head_dim, "index_head_dim", cfg);
   } else {

@@ -21,21 +21,21 @@ struct CompressorWeights {
 };
 
 struct IndexerWeights {
-  Mat wq_b;          // [IH*ID, q_lora_rank] fp8 linear
-  Mat weights_proj;  // [IH, dim]            bf16 linear
+  Mat wq_b;                      // [IH*ID, q_lora_rank] fp8 linear
+  Mat weights_proj;              // [IH, dim]            bf16 linear
   CompressorWeights compressor;  // ratio 4, head dim ID (rotate + FP4 path)
 };
 
 struct AttentionWeights {
-  int compress_ratio = 0;  // 0, 4 or 128
-  Mat wq_a;    // [q_lora_rank, dim]          fp8
-  Vec q_norm;  // [q_lora_rank]
-  Mat wq_b;    // [H*d, q_lora_rank]          fp8
-  Mat wkv;     // [d, dim]                    fp8
-  Vec kv_norm; // [d]
-  Vec attn_sink;  // [H]
-  Mat wo_a;    // [G*o_lora_rank, H*d/G]      bf16
-  Mat wo_b;    // [dim, G*o_lora_rank]        fp8
+  int compress_ratio = 0;        // 0, 4 or 128
+  Mat wq_a;                      // [q_lora_rank, dim]          fp8
+  Vec q_norm;                    // [q_lora_rank]
+  Mat wq_b;                      // [H*d, q_lora_rank]          fp8
+  Mat wkv;                       // [d, dim]                    fp8
+  Vec kv_norm;                   // [d]
+  Vec attn_sink;                 // [H]
+  Mat wo_a;                      // [G*o_lora_rank, H*d/G]      bf16
+  Mat wo_b;                      // [dim, G*o_lora_rank]        fp8
   CompressorWeights compressor;  // ratio != 0
   IndexerWeights indexer;        // ratio == 4
 

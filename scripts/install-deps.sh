@@ -3,7 +3,7 @@
 set -euo pipefail
 
 apt_packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git clang-format
   libeigen3-dev libhdf5-dev doctest-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev
   python3 python3-pip python3-dev python3-venv

@@ -113,7 +113,9 @@ ref::Mat sparse_mqa_decode(const ref::Mat& q, const Model1Pool& window, const re
   a.s_q = static_cast<int>(s_q);
   a.n_heads = n_heads;
   a.q = dq.get();
-  a.pool = PagedPool{dwin.get(), window.page_size, window.page_size > 0 ? static_cast<int64_t>(window.bytes.size()) / model1_page_bytes(window.page_size) : 0};
+  a.pool = PagedPool{
+      dwin.get(), window.page_size,
+      window.page_size > 0 ? static_cast<int64_t>(window.bytes.size()) / model1_page_bytes(window.page_size) : 0};
   a.list = IndexList{dwl.get(), static_cast<int>(window_list.cols()), nullptr};
   if (extra_topk > 0) {
     a.extra_pool = PagedPool{dcomp.get(), compressed.page_size,

@@ -42,9 +42,7 @@ struct DecodeParams {
     return r;
   }
   // q of (row, head): 512 bf16 codes.
-  DSV4_HD const uint16_t* q_row(int64_t row, int head) const {
-    return q + (row * n_heads + head) * kHeadDim;
-  }
+  DSV4_HD const uint16_t* q_row(int64_t row, int head) const { return q + (row * n_heads + head) * kHeadDim; }
   DSV4_HD uint16_t* out_row(int64_t row, int head) const { return out + (row * n_heads + head) * kHeadDim; }
   // lse [batch, n_heads, s_q]
   DSV4_HD float* lse_at(int64_t row, int head) const {

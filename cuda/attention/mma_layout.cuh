@@ -27,12 +27,12 @@
 
 namespace dsv4::cuda::attention::layout {
 
-inline constexpr int kRows = 64;                       // heads per block, slots per block
-inline constexpr int kTileBytes = kRows * 128;         // 64 rows x 64 bf16 dims
-inline constexpr int kMatrixBytes = 8 * kTileBytes;    // 64 rows x 512 bf16 dims = 65536
-inline constexpr int kLineBytes = 416;                 // S / P line per head
-inline constexpr int kSpBytes = kRows * kLineBytes;    // 26624
-inline constexpr int kRawDataBytes = kRows * 576;      // 36864
+inline constexpr int kRows = 64;                             // heads per block, slots per block
+inline constexpr int kTileBytes = kRows * 128;               // 64 rows x 64 bf16 dims
+inline constexpr int kMatrixBytes = 8 * kTileBytes;          // 64 rows x 512 bf16 dims = 65536
+inline constexpr int kLineBytes = 416;                       // S / P line per head
+inline constexpr int kSpBytes = kRows * kLineBytes;          // 26624
+inline constexpr int kRawDataBytes = kRows * 576;            // 36864
 inline constexpr int kRawBytes = kRawDataBytes + kRows * 8;  // 37376
 
 // Byte offset of 16-byte chunk `chunk` (dims 8*chunk .. 8*chunk+7, chunk in [0, 64)) of row `row`.

@@ -22,15 +22,13 @@ namespace dsv4::cuda::attention {
 
 inline constexpr int kModel1NopeDims = 448;
 inline constexpr int kModel1RopeDims = 64;
-inline constexpr int kModel1ScaleBlock = 64;      // one UE8M0 scale per 64 nope dims
+inline constexpr int kModel1ScaleBlock = 64;  // one UE8M0 scale per 64 nope dims
 inline constexpr int kModel1NopeBlocks = 7;
 inline constexpr int kModel1TokenDataBytes = 576;  // 448 e4m3 + 64 bf16
 inline constexpr int kModel1TokenScaleBytes = 8;   // 7 UE8M0 + 1 pad
 
 // Bytes of one page of `page_size` tokens: ceil(584 * P / 576) * 576 (verify/layouts Model1Layout).
-DSV4_HD inline int64_t model1_page_bytes(int page_size) {
-  return (int64_t{584} * page_size + 575) / 576 * 576;
-}
+DSV4_HD inline int64_t model1_page_bytes(int page_size) { return (int64_t{584} * page_size + 575) / 576 * 576; }
 // Byte offsets of token `token` (= page * P + t) in its pool: its 576 data bytes, its 8 scale bytes.
 DSV4_HD inline int64_t model1_data_offset(int64_t token, int page_size, int64_t page_bytes) {
   return token / page_size * page_bytes + token % page_size * kModel1TokenDataBytes;
@@ -41,9 +39,7 @@ DSV4_HD inline int64_t model1_scale_offset(int64_t token, int page_size, int64_t
 }
 
 // The fp32 bits of value(code) * 2^-120 (see the file comment).
-DSV4_HD inline uint32_t e4m3_scaled_bits(uint32_t code) {
-  return ((code & 0x80u) << 24) | ((code & 0x7Fu) << 20);
-}
+DSV4_HD inline uint32_t e4m3_scaled_bits(uint32_t code) { return ((code & 0x80u) << 24) | ((code & 0x7Fu) << 20); }
 
 // 2^(e - 7) = 2^120 * 2^(e - 127) for a UE8M0 byte e <= 134: the one factor of the fast path.
 DSV4_HD inline float ue8m0_factor(uint32_t e) { return bits_float((e + 120u) << 23); }
@@ -52,7 +48,7 @@ DSV4_HD inline bool ue8m0_fast(uint32_t e) { return e <= 134u; }
 // 2^(e - 127) for any UE8M0 byte: 2^-127 (an fp32 subnormal) for e = 0, NaN for e = 255.
 DSV4_HD inline float ue8m0_scale(uint32_t e) {
   uint32_t bits = e << 23;
-  bits = e == 0 ? 0x00400000u : bits;     // selects, not branches: no divergence in the kernels
+  bits = e == 0 ? 0x00400000u : bits;  // selects, not branches: no divergence in the kernels
   bits = e == 255 ? 0x7FC00000u : bits;
   return bits_float(bits);
 }
@@ -81,8 +77,8 @@ DSV4_HD inline void dequant8(uint32_t codes_lo, uint32_t codes_hi, uint32_t e, u
     if (!fast) v[k] = v[k] * g;
   }
   for (int k = 0; k < 4; ++k)
-    out[k] = static_cast<uint32_t>(exact_bf16_bits(v[2 * k])) |
-             (static_cast<uint32_t>(exact_bf16_bits(v[2 * k + 1])) << 16);
+    out[k] =
+        static_cast<uint32_t>(exact_bf16_bits(v[2 * k])) | (static_cast<uint32_t>(exact_bf16_bits(v[2 * k + 1])) << 16);
 }
 
 }  // namespace dsv4::cuda::attention

@@ -1,14 +1,13 @@
 // Inverse RoPE of the attention output and the grouped wo_a projection (output_path.h).
-#include "cuda/attention/output_path.h"
-
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <stdexcept>
 #include <string>
 
-#include "cuda/common/numerics.cuh"
+#include "cuda/attention/output_path.h"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/numerics.cuh"
 
 namespace dsv4::cuda::attention {
 namespace {
@@ -86,12 +85,12 @@ void GroupedWoA::run(const uint16_t* o, const uint16_t* wo_a, uint16_t* out, int
   auto h = static_cast<cublasHandle_t>(handle_);
   check_cublas(cublasSetStream(h, stream), "cublasSetStream");
   const float alpha = 1.0f, beta = 0.0f;
-  check_cublas(cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, rank, static_cast<int>(tokens), group_width,
-                                          &alpha, wo_a, CUDA_R_16BF, group_width,
-                                          static_cast<long long>(rank) * group_width, o, CUDA_R_16BF,
-                                          groups * group_width, group_width, &beta, out, CUDA_R_16BF,
-                                          groups * rank, rank, groups, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-               "cublasGemmStridedBatchedEx (grouped wo_a)");
+  check_cublas(
+      cublasGemmStridedBatchedEx(h, CUBLAS_OP_T, CUBLAS_OP_N, rank, static_cast<int>(tokens), group_width, &alpha, wo_a,
+                                 CUDA_R_16BF, group_width, static_cast<long long>(rank) * group_width, o, CUDA_R_16BF,
+                                 groups * group_width, group_width, &beta, out, CUDA_R_16BF, groups * rank, rank,
+                                 groups, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmStridedBatchedEx (grouped wo_a)");
 }
 
 }  // namespace dsv4::cuda::attention

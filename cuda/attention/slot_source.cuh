@@ -24,7 +24,7 @@ struct DecodeRowSlots {
   const int32_t* list;        // this row's topk entries
   const int32_t* extra_list;  // this row's extra_topk entries (nullptr when extra_topk == 0)
   int topk, extra_topk;
-  int length, extra_length;   // valid prefix of each list (topk / extra_topk without lengths)
+  int length, extra_length;  // valid prefix of each list (topk / extra_topk without lengths)
   PoolView pool, extra_pool;
 
   DSV4_HD int total() const { return topk + extra_topk; }

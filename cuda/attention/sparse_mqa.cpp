@@ -32,10 +32,10 @@ void check_list(const IndexList& l, const char* who, const char* name) {
 void check_pool(const PagedPool& p, int topk, const char* who, const char* name) {
   if (topk == 0) return;
   require(p.bytes != nullptr, std::string(who) + ": " + name + ".bytes is nullptr");
-  require(p.page_size > 0, std::string(who) + ": " + name + ".page_size must be positive, got " +
-                               std::to_string(p.page_size));
-  require(p.num_pages >= 0, std::string(who) + ": " + name + ".num_pages must be >= 0, got " +
-                                std::to_string(p.num_pages));
+  require(p.page_size > 0,
+          std::string(who) + ": " + name + ".page_size must be positive, got " + std::to_string(p.page_size));
+  require(p.num_pages >= 0,
+          std::string(who) + ": " + name + ".num_pages must be >= 0, got " + std::to_string(p.num_pages));
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -164,17 +164,18 @@ void sparse_mqa_decode(const DecodeArgs& a, Variant v, void* workspace, size_t w
 
 void sparse_mqa_prefill(const PrefillArgs& a, Variant v, cudaStream_t stream) {
   const std::string who = "sparse_mqa_prefill";
-  require(a.s_q >= 0 && a.s_kv >= 0, who + ": s_q and s_kv must be >= 0, got " + std::to_string(a.s_q) + ", " +
-                                         std::to_string(a.s_kv));
+  require(a.s_q >= 0 && a.s_kv >= 0,
+          who + ": s_q and s_kv must be >= 0, got " + std::to_string(a.s_q) + ", " + std::to_string(a.s_kv));
   require(a.n_heads > 0, who + ": n_heads must be positive, got " + std::to_string(a.n_heads));
   require(a.head_dim >= 64 && a.head_dim <= kHeadDim && a.head_dim % 64 == 0,
           who + ": head_dim must be a multiple of 64 in [64, 512], got " + std::to_string(a.head_dim));
   require(v == Variant::v1 || (a.n_heads % 64 == 0 && a.head_dim == kHeadDim),
-          who + ": v2, v3 and v4 need n_heads a multiple of 64 and head_dim 512, got " +
-              std::to_string(a.n_heads) + ", " + std::to_string(a.head_dim));
+          who + ": v2, v3 and v4 need n_heads a multiple of 64 and head_dim 512, got " + std::to_string(a.n_heads) +
+              ", " + std::to_string(a.head_dim));
   check_list(a.list, who.c_str(), "list");
   require(a.q != nullptr && a.out != nullptr, who + ": q and out must be device pointers, got a nullptr");
-  require(a.list.topk == 0 || a.s_kv == 0 || a.kv != nullptr, who + ": kv is nullptr with s_kv = " + std::to_string(a.s_kv));
+  require(a.list.topk == 0 || a.s_kv == 0 || a.kv != nullptr,
+          who + ": kv is nullptr with s_kv = " + std::to_string(a.s_kv));
   require(aligned16(a.q) && aligned16(a.kv) && aligned16(a.out),
           who + ": q, kv and out must be 16-byte aligned (the kernels copy 16-byte chunks)");
   const PrefillParams p = make_prefill_params(a);

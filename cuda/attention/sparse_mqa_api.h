@@ -34,8 +34,8 @@
 
 namespace dsv4::cuda::attention {
 
-inline constexpr int kHeadDim = 512;    // MODEL1 rows: 448 FP8 nope dims + 64 bf16 rope dims
-inline constexpr int kSlotBlock = 64;   // kernel.py's block of index slots (running max per block)
+inline constexpr int kHeadDim = 512;   // MODEL1 rows: 448 FP8 nope dims + 64 bf16 rope dims
+inline constexpr int kSlotBlock = 64;  // kernel.py's block of index slots (running max per block)
 
 // Probabilities before P.V: bf16 as DeepSeek's kernel.py (and FlashMLA) round them, or fp32.
 enum class Probs { bf16, fp32 };
@@ -58,7 +58,7 @@ using ::dsv4::cuda::Variant;
 // One MODEL1 pool of pages: page p at bytes + p * Model1Layout{page_size}.page_bytes().
 struct PagedPool {
   const uint8_t* bytes = nullptr;
-  int page_size = 0;       // tokens per page (FlashMLA: 256 window, 64 or 2 compressed)
+  int page_size = 0;  // tokens per page (FlashMLA: 256 window, 64 or 2 compressed)
   int64_t num_pages = 0;
   int64_t tokens() const { return num_pages * page_size; }
 };
@@ -73,18 +73,18 @@ struct IndexList {
 // ---- decode: FlashMLA's flash_mla_with_kvcache (sparse, FP8 MODEL1) ---------------------------
 struct DecodeArgs {
   int batch = 0;
-  int s_q = 0;       // query tokens per sequence (1, or 2 with MTP)
-  int n_heads = 0;   // 64 (V4-Flash) or 128 (V4-Pro); v2 and v3 need a multiple of 64
-  const uint16_t* q = nullptr;   // [batch, s_q, n_heads, 512] bf16
-  PagedPool pool;                // k_cache: the window pool
-  IndexList list;                // indices [batch, s_q, topk], lengths = topk_length [batch]
-  PagedPool extra_pool;          // extra_k_cache: the compressed pool (extra_list.topk == 0: none)
-  IndexList extra_list;          // extra_indices [batch, s_q, extra_topk], extra_topk_length [batch]
-  const float* sink = nullptr;   // attn_sink [n_heads] fp32, or nullptr
+  int s_q = 0;                  // query tokens per sequence (1, or 2 with MTP)
+  int n_heads = 0;              // 64 (V4-Flash) or 128 (V4-Pro); v2 and v3 need a multiple of 64
+  const uint16_t* q = nullptr;  // [batch, s_q, n_heads, 512] bf16
+  PagedPool pool;               // k_cache: the window pool
+  IndexList list;               // indices [batch, s_q, topk], lengths = topk_length [batch]
+  PagedPool extra_pool;         // extra_k_cache: the compressed pool (extra_list.topk == 0: none)
+  IndexList extra_list;         // extra_indices [batch, s_q, extra_topk], extra_topk_length [batch]
+  const float* sink = nullptr;  // attn_sink [n_heads] fp32, or nullptr
   float softmax_scale = 0;
   Probs probs = Probs::bf16;
-  uint16_t* out = nullptr;       // [batch, s_q, n_heads, 512] bf16
-  float* lse = nullptr;          // [batch, n_heads, s_q] fp32
+  uint16_t* out = nullptr;  // [batch, s_q, n_heads, 512] bf16
+  float* lse = nullptr;     // [batch, n_heads, s_q] fp32
 };
 
 // Scratch the split-KV of v2 / v3 needs (0 when it does not split this shape on this device);
@@ -100,17 +100,17 @@ void sparse_mqa_decode(const DecodeArgs& a, Variant v, void* workspace = nullptr
 struct PrefillArgs {
   int s_q = 0;
   int n_heads = 0;
-  int head_dim = kHeadDim;         // d of q and kv; v2, v3: 512; v1: a multiple of 64 up to 512
+  int head_dim = kHeadDim;  // d of q and kv; v2, v3: 512; v1: a multiple of 64 up to 512
   int64_t s_kv = 0;
-  const uint16_t* q = nullptr;     // [s_q, n_heads, head_dim] bf16
-  const uint16_t* kv = nullptr;    // [s_kv, head_dim] bf16 (h_kv = 1)
-  IndexList list;                  // indices [s_q, topk] row numbers of kv, lengths = topk_length [s_q]
-  const float* sink = nullptr;     // [n_heads] or nullptr
+  const uint16_t* q = nullptr;   // [s_q, n_heads, head_dim] bf16
+  const uint16_t* kv = nullptr;  // [s_kv, head_dim] bf16 (h_kv = 1)
+  IndexList list;                // indices [s_q, topk] row numbers of kv, lengths = topk_length [s_q]
+  const float* sink = nullptr;   // [n_heads] or nullptr
   float softmax_scale = 0;
   Probs probs = Probs::bf16;
-  uint16_t* out = nullptr;         // [s_q, n_heads, head_dim] bf16
-  float* max_logits = nullptr;     // [s_q, n_heads] fp32 (-inf for a row with no valid slot); may be nullptr
-  float* lse = nullptr;            // [s_q, n_heads] fp32; may be nullptr
+  uint16_t* out = nullptr;      // [s_q, n_heads, head_dim] bf16
+  float* max_logits = nullptr;  // [s_q, n_heads] fp32 (-inf for a row with no valid slot); may be nullptr
+  float* lse = nullptr;         // [s_q, n_heads] fp32; may be nullptr
 };
 
 void sparse_mqa_prefill(const PrefillArgs& a, Variant v, cudaStream_t stream = nullptr);

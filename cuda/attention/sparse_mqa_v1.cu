@@ -17,11 +17,11 @@
 #include <cmath>
 #include <cstdint>
 
-#include "cuda/common/numerics.cuh"
 #include "cuda/attention/kernel_params.cuh"
 #include "cuda/attention/launchers.h"
 #include "cuda/attention/model1_codec.cuh"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/numerics.cuh"
 
 namespace dsv4::cuda::attention::detail {
 namespace {
@@ -51,8 +51,7 @@ __device__ bool load_row(const DecodeRowSlots& rs, int slot, uint16_t* row) {
   for (int w = 0; w < kModel1NopeDims / 4; ++w) {
     const uint32_t four = words[w];
     const uint32_t e = scales[(4 * w) / kModel1ScaleBlock];
-    for (int k = 0; k < 4; ++k)
-      row[4 * w + k] = exact_bf16_bits(model1_nope_value((four >> (8 * k)) & 0xFFu, e));
+    for (int k = 0; k < 4; ++k) row[4 * w + k] = exact_bf16_bits(model1_nope_value((four >> (8 * k)) & 0xFFu, e));
   }
   const uint16_t* rope = reinterpret_cast<const uint16_t*>(data + kModel1NopeDims);
   for (int k = 0; k < kModel1RopeDims; ++k) row[kModel1NopeDims + k] = rope[k];
@@ -171,8 +170,8 @@ void launch(const Params& p, cudaStream_t stream) {
   const size_t smem = SimpleSmem::bytes(p.head_dim());
   auto* kernel = sparse_mqa_v1_kernel<Params, kBf16Probs>;
   // The largest request (d = 512) once; smaller d need less.
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(SimpleSmem::bytes(Params::kHeadDimMax)));
+  static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       static_cast<int>(SimpleSmem::bytes(Params::kHeadDimMax)));
   CUDA_CHECK(attr);
   const int64_t blocks = p.rows() * p.n_heads;
   if (blocks == 0) return;

@@ -21,7 +21,6 @@
 #include <cmath>
 #include <cstdint>
 
-#include "cuda/common/numerics.cuh"
 #include "cuda/attention/kernel_params.cuh"
 #include "cuda/attention/launchers.h"
 #include "cuda/attention/mma_layout.cuh"
@@ -29,6 +28,7 @@
 #include "cuda/attention/model1_codec.cuh"
 #include "cuda/attention/split_combine.cuh"
 #include "cuda/common/cuda_check.h"
+#include "cuda/common/numerics.cuh"
 
 namespace dsv4::cuda::attention::detail {
 namespace {
@@ -161,7 +161,8 @@ __device__ __forceinline__ void qk_block(uint32_t q, uint32_t k, unsigned char* 
   for (int n = 0; n < 4; ++n) {
     const int slot = slot0 + 8 * n + 2 * c;
     *reinterpret_cast<float2*>(sp_ptr + s_offset(head0 + g, slot)) = make_float2(acc[n][0] * scale, acc[n][1] * scale);
-    *reinterpret_cast<float2*>(sp_ptr + s_offset(head0 + g + 8, slot)) = make_float2(acc[n][2] * scale, acc[n][3] * scale);
+    *reinterpret_cast<float2*>(sp_ptr + s_offset(head0 + g + 8, slot)) =
+        make_float2(acc[n][2] * scale, acc[n][3] * scale);
   }
 }
 
@@ -238,7 +239,8 @@ __device__ __forceinline__ void pv_block(float (&o)[4][8][4], uint32_t k, uint32
   for (int ks = 0; ks < kRows / 16; ++ks) {
     uint32_t b[4][4];
 #pragma unroll
-    for (int np = 0; np < 4; ++np) ldmatrix_x4_trans(b[np], k + matrix_offset(16 * ks + v_row, 8 * warp + 2 * np + v_hi));
+    for (int np = 0; np < 4; ++np)
+      ldmatrix_x4_trans(b[np], k + matrix_offset(16 * ks + v_row, 8 * warp + 2 * np + v_hi));
 #pragma unroll
     for (int plane = 0; plane < kPlanes; ++plane) {
       uint32_t a[4][4];

@@ -207,7 +207,8 @@ template <class Params, int kPlanes>
 void launch_kernel(const Params& p, int splits, SplitOut ws, cudaStream_t stream) {
   auto* kernel = sparse_mqa_v3_kernel<Params, kPlanes>;
   const uint32_t smem = smem_request(kPlanes);
-  static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   CUDA_CHECK(attr);
   const int64_t blocks = p.rows() * (p.n_heads / layout::kRows) * splits;
   if (blocks == 0) return;

@@ -36,9 +36,16 @@ using namespace v3;
 // Register budgets (setmaxnreg) per warpgroup: the consumers hold O (128), S / P (32) and the
 // softmax state; the decode producer holds a token's 74 loaded words, the prefill producer only
 // addresses (cp.async), so prefill gives the consumers 8 more.
-template <class Params> struct Budget;
-template <> struct Budget<DecodeParams> { static constexpr int producer = 104, consumer = 200; };
-template <> struct Budget<PrefillParams> { static constexpr int producer = 88, consumer = 208; };
+template <class Params>
+struct Budget;
+template <>
+struct Budget<DecodeParams> {
+  static constexpr int producer = 104, consumer = 200;
+};
+template <>
+struct Budget<PrefillParams> {
+  static constexpr int producer = 88, consumer = 208;
+};
 constexpr int kPTiles = 0;  // P lives in the consumers' registers
 static_assert(plan(kPTiles).k[1] == kTile * 2, "Block::stage computes the plan's k tiles");
 static_assert(plan(kPTiles).mask % 8 == 0, "a stage's four 16-bit validity words are read as one 64-bit word");
@@ -69,7 +76,7 @@ __device__ void consume(const Params& p, const Block& b, int begin, int end, int
     const Stage st = b.stage(s);
     sm90::mbarrier_wait(st.full, (i >> 1) & 1);
     const uint64_t valid = *reinterpret_cast<const uint64_t*>(st.mask);  // bit j: slot j of the block
-    if (valid == 0) {  // a block without a valid slot changes nothing
+    if (valid == 0) {                                                    // a block without a valid slot changes nothing
       sm90::mbarrier_arrive(st.empty);
       continue;
     }
@@ -195,7 +202,8 @@ template <class Params, int kPlanes>
 void launch_kernel(const Params& p, int splits, SplitOut ws, cudaStream_t stream) {
   auto* kernel = sparse_mqa_v4_kernel<Params, kPlanes>;
   const uint32_t smem = smem_request(kPTiles);
-  static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   CUDA_CHECK(attr);
   const int64_t blocks = p.rows() * (p.n_heads / layout::kRows) * splits;
   if (blocks == 0) return;

@@ -14,7 +14,8 @@
 
 namespace dsv4::cuda::attention::detail {
 
-// Partial results (split_workspace_bytes, launchers.h): o [splits][rows][n_heads][512] fp32, m and l [splits][rows][n_heads].
+// Partial results (split_workspace_bytes, launchers.h): o [splits][rows][n_heads][512] fp32, m and l
+// [splits][rows][n_heads].
 struct SplitOut {
   float* o;
   float* m;
@@ -63,8 +64,10 @@ __global__ void __launch_bounds__(128) split_combine_kernel(Params p, int splits
   }
   const float sink = p.sink ? p.sink[head] : -INFINITY;
   const float den = total + expf(sink - big);
-  const uint32_t lo = static_cast<uint32_t>(bf16_bits(acc.x / den)) | (static_cast<uint32_t>(bf16_bits(acc.y / den)) << 16);
-  const uint32_t hi = static_cast<uint32_t>(bf16_bits(acc.z / den)) | (static_cast<uint32_t>(bf16_bits(acc.w / den)) << 16);
+  const uint32_t lo =
+      static_cast<uint32_t>(bf16_bits(acc.x / den)) | (static_cast<uint32_t>(bf16_bits(acc.y / den)) << 16);
+  const uint32_t hi =
+      static_cast<uint32_t>(bf16_bits(acc.z / den)) | (static_cast<uint32_t>(bf16_bits(acc.w / den)) << 16);
   *reinterpret_cast<uint2*>(out + d) = make_uint2(lo, hi);
   if (threadIdx.x == 0) {
     if (float* lse = p.lse_at(row, head)) *lse = big + logf(total);

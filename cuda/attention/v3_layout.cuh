@@ -27,10 +27,10 @@
 
 namespace dsv4::cuda::attention::v3 {
 
-inline constexpr int kThreads = 384;        // warpgroup 0: producer; 1, 2: consumers
+inline constexpr int kThreads = 384;  // warpgroup 0: producer; 1, 2: consumers
 inline constexpr int kConsumers = 2;
-inline constexpr int kStages = 2;           // k tiles in flight
-inline constexpr int kSlotsPerConsumer = layout::kRows / kConsumers;   // QK: 32 slots each
+inline constexpr int kStages = 2;                                     // k tiles in flight
+inline constexpr int kSlotsPerConsumer = layout::kRows / kConsumers;  // QK: 32 slots each
 inline constexpr int kDimsPerConsumer = 512 / kConsumers;             // PV: 256 dims each
 inline constexpr uint32_t kTile = layout::kMatrixBytes;               // 64 rows x 512 dims = 64 KiB
 inline constexpr uint32_t kPTile = layout::kTileBytes;                // 64 rows x 64 dims = 8 KiB
@@ -46,11 +46,11 @@ DSV4_HD constexpr Plan plan(int planes) {
   p.q = 0;
   for (int s = 0; s < kStages; ++s) p.k[s] = kTile * (1 + s);
   p.p = kTile * (1 + kStages);
-  p.xmax = p.p + kPTile * planes;                 // [2 consumers][64 heads] fp32: block row maxima
-  p.xsum = p.xmax + kConsumers * 64 * 4;          // [2 consumers][64 heads] fp32: final row sums
-  p.mask = p.xsum + kConsumers * 64 * 4;          // [stages][4] uint16: validity bits, 16 slots each
-  p.full = p.mask + kStages * 8;                  // [stages] mbarrier: producer -> consumers
-  p.empty = p.full + kStages * 8;                 // [stages] mbarrier: consumers -> producer
+  p.xmax = p.p + kPTile * planes;         // [2 consumers][64 heads] fp32: block row maxima
+  p.xsum = p.xmax + kConsumers * 64 * 4;  // [2 consumers][64 heads] fp32: final row sums
+  p.mask = p.xsum + kConsumers * 64 * 4;  // [stages][4] uint16: validity bits, 16 slots each
+  p.full = p.mask + kStages * 8;          // [stages] mbarrier: producer -> consumers
+  p.empty = p.full + kStages * 8;         // [stages] mbarrier: consumers -> producer
   p.total = p.empty + kStages * 8;
   return p;
 }
@@ -78,7 +78,8 @@ DSV4_HD constexpr uint64_t mn_major_desc(uint32_t start) { return descriptor(sta
 
 // Byte offset (from the first p tile) of the bf16 probability of (head, slot) in plane `plane`.
 DSV4_HD constexpr uint32_t p_element_offset(int plane, int head, int slot) {
-  return static_cast<uint32_t>(plane) * kPTile + layout::matrix_offset(head, slot >> 3) + static_cast<uint32_t>((slot & 7) * 2);
+  return static_cast<uint32_t>(plane) * kPTile + layout::matrix_offset(head, slot >> 3) +
+         static_cast<uint32_t>((slot & 7) * 2);
 }
 
 // Accumulator fragment of wgmma m64nNk16 (fp32), thread t of the warpgroup (warp w = t / 32, lane l):
@@ -98,8 +99,8 @@ DSV4_HD constexpr uint32_t even_lane_bits(uint32_t lanes) {
   for (int i = 0; i < 16; ++i) bits |= ((lanes >> (2 * i)) & 1u) << i;
   return bits;
 }
-inline constexpr int kFp8ChunksPerThread = 14;   // 448 codes / 16 / 2
-inline constexpr int kRopeChunksPerThread = 4;   // 64 dims / 8 / 2
+inline constexpr int kFp8ChunksPerThread = 14;  // 448 codes / 16 / 2
+inline constexpr int kRopeChunksPerThread = 4;  // 64 dims / 8 / 2
 DSV4_HD constexpr int fp8_chunk(int i, int half) { return 2 * i + half; }
 DSV4_HD constexpr int rope_chunk(int i, int half) { return 2 * i + half; }
 

@@ -1,10 +1,9 @@
 // The probe kernels of v3_probes.h: v3's and v4's own pieces (v3_pieces.cuh, v4_pieces.cuh) on one
 // block, nothing else.
-#include "cuda/attention/v3_probes.h"
-
 #include <cuda_runtime.h>
 
 #include "cuda/attention/v3_pieces.cuh"
+#include "cuda/attention/v3_probes.h"
 #include "cuda/attention/v4_pieces.cuh"
 #include "cuda/common/cuda_check.h"
 
@@ -33,7 +32,8 @@ __device__ Tiles tiles(unsigned char* raw) {
 __device__ void fill_tile(unsigned char* tile, const uint16_t* rows) {
   for (int c = threadIdx.x; c < 64 * 64; c += blockDim.x) {
     const int r = c >> 6, chunk = c & 63;
-    *reinterpret_cast<uint4*>(tile + matrix_offset(r, chunk)) = *reinterpret_cast<const uint4*>(rows + r * 512 + chunk * 8);
+    *reinterpret_cast<uint4*>(tile + matrix_offset(r, chunk)) =
+        *reinterpret_cast<const uint4*>(rows + r * 512 + chunk * 8);
   }
 }
 
@@ -106,8 +106,8 @@ __global__ void __launch_bounds__(256, 1) pv_regs_probe(const float* prob, const
 }
 
 // 128 threads: the producer warpgroup.
-__global__ void __launch_bounds__(128, 1) decode_block_probe(DecodeParams p, int64_t row, int blk, uint16_t* rows,
-                                                              uint32_t* mask) {
+__global__ void __launch_bounds__(128, 1)
+    decode_block_probe(DecodeParams p, int64_t row, int blk, uint16_t* rows, uint32_t* mask) {
   extern __shared__ __align__(1024) unsigned char raw[];
   const Tiles T = tiles(raw);
   const int t = threadIdx.x;
@@ -121,7 +121,8 @@ __global__ void __launch_bounds__(128, 1) decode_block_probe(DecodeParams p, int
   __syncthreads();
   for (int c = t; c < 64 * 64; c += 128) {
     const int r = c >> 6, chunk = c & 63;
-    *reinterpret_cast<uint4*>(rows + r * 512 + chunk * 8) = *reinterpret_cast<const uint4*>(T.ptr + matrix_offset(r, chunk));
+    *reinterpret_cast<uint4*>(rows + r * 512 + chunk * 8) =
+        *reinterpret_cast<const uint4*>(T.ptr + matrix_offset(r, chunk));
   }
   if (t < 2) mask[t] = reinterpret_cast<const uint32_t*>(mask16)[t];
 }

@@ -1,8 +1,8 @@
 #pragma once
 // Each piece of v3 and v4 run alone on one block of data (v3_probes.cu), so that a failing v3 / v4
 // test points at the broken piece: the wgmma QK tile, the wgmma PV tile (the k tile read transposed;
-// v4: P from registers), the producer's gather and dequantization of a decode block (v3's and v4's). Test support (cuda/tests/test_cuda_attention.cpp),
-// not an API. All pointers are device pointers; matrices row-major.
+// v4: P from registers), the producer's gather and dequantization of a decode block (v3's and v4's). Test support
+// (cuda/tests/test_cuda_attention.cpp), not an API. All pointers are device pointers; matrices row-major.
 #include <cstdint>
 
 #include "cuda/attention/kernel_params.cuh"

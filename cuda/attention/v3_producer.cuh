@@ -13,14 +13,14 @@
 namespace dsv4::cuda::attention::v3 {
 
 struct Stage {
-  uint32_t tile;        // shared address of its k tile
-  unsigned char* ptr;   // the same, generic
-  uint16_t* mask;       // 4 x 16 validity bits
-  uint32_t full, empty; // mbarriers
+  uint32_t tile;         // shared address of its k tile
+  unsigned char* ptr;    // the same, generic
+  uint16_t* mask;        // 4 x 16 validity bits
+  uint32_t full, empty;  // mbarriers
 };
 
 struct Block {
-  uint32_t base;        // shared address of the 1,024-aligned base
+  uint32_t base;  // shared address of the 1,024-aligned base
   unsigned char* ptr;
   Plan plan;
   __device__ Stage stage(int s) const {  // plan.k[s] = kTile (1 + s), computed (no local array)
@@ -38,7 +38,7 @@ struct Block {
 // (i / 2)-th time: full phase parity (i / 2) & 1, and the producer first waits for the consumers to
 // have released block i - 2.
 __device__ inline void produce(const DecodeParams&, const DecodeRowSlots& rs, const Block& b, int begin, int end,
-                        const uint16_t* q_heads) {
+                               const uint16_t* q_heads) {
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int token = producer_token(t), half = producer_half(t);
   issue_q(b.base + b.plan.q, q_heads, t);
@@ -60,7 +60,7 @@ __device__ inline void produce(const DecodeParams&, const DecodeRowSlots& rs, co
 }
 
 __device__ inline void produce(const PrefillParams& p, const PrefillRowSlots& rs, const Block& b, int begin, int end,
-                        const uint16_t* q_heads) {
+                               const uint16_t* q_heads) {
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
   const int token = producer_token(t), half = producer_half(t);
   issue_q(b.base + b.plan.q, q_heads, t);

@@ -27,7 +27,8 @@ __device__ __forceinline__ void qk_block_all(uint32_t q_tile, uint32_t k_tile, f
   sm90::wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < kHeadDim / 16; ++ks)
-    sm90::wgmma_m64n64k16_ss(s, k_major_desc(k_major_start(q_tile, 0, ks)), k_major_desc(k_major_start(k_tile, 0, ks)), 1);
+    sm90::wgmma_m64n64k16_ss(s, k_major_desc(k_major_start(q_tile, 0, ks)), k_major_desc(k_major_start(k_tile, 0, ks)),
+                             1);
   sm90::wgmma_commit();
   if (issued >= 0) sm90::named_barrier_arrive(issued, 256);
   sm90::wgmma_wait<0>();

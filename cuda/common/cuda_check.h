@@ -11,8 +11,8 @@ namespace dsv4::cuda {
 
 inline void check(cudaError_t err, const char* what, const char* file, int line) {
   if (err != cudaSuccess)
-    throw std::runtime_error(std::string(what) + " failed at " + file + ":" + std::to_string(line) +
-                             ": " + cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
+    throw std::runtime_error(std::string(what) + " failed at " + file + ":" + std::to_string(line) + ": " +
+                             cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")");
 }
 
 // Number of CUDA devices; 0 when the runtime finds no usable device (no driver, no GPU).

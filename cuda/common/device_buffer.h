@@ -41,8 +41,8 @@ class DeviceBuffer {
 
   void upload(const std::vector<T>& host) {
     if (host.size() != n_)
-      throw std::invalid_argument("DeviceBuffer::upload: expected " + std::to_string(n_) +
-                                  " elements, got " + std::to_string(host.size()));
+      throw std::invalid_argument("DeviceBuffer::upload: expected " + std::to_string(n_) + " elements, got " +
+                                  std::to_string(host.size()));
     if (n_ > 0) CUDA_CHECK(cudaMemcpy(ptr_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
   }
   std::vector<T> download() const {
@@ -66,16 +66,14 @@ class GuardedBuffer {
   static constexpr size_t kGuardBytes = 256;  // a multiple of every alignment a kernel assumes (16)
   static constexpr uint8_t kGuardByte = 0xA5;
 
-  explicit GuardedBuffer(size_t n) : n_(n), raw_(2 * kGuardBytes + n * sizeof(T)) {
-    raw_.fill_bytes(kGuardByte);
-  }
+  explicit GuardedBuffer(size_t n) : n_(n), raw_(2 * kGuardBytes + n * sizeof(T)) { raw_.fill_bytes(kGuardByte); }
   T* get() const { return reinterpret_cast<T*>(raw_.get() + kGuardBytes); }
   size_t size() const { return n_; }
 
   void upload(const std::vector<T>& host) {
     if (host.size() != n_)
-      throw std::invalid_argument("GuardedBuffer::upload: expected " + std::to_string(n_) +
-                                  " elements, got " + std::to_string(host.size()));
+      throw std::invalid_argument("GuardedBuffer::upload: expected " + std::to_string(n_) + " elements, got " +
+                                  std::to_string(host.size()));
     if (n_ > 0) CUDA_CHECK(cudaMemcpy(get(), host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
   }
   std::vector<T> download() const {

@@ -18,13 +18,13 @@
 
 namespace dsv4::cuda {
 
-inline constexpr int kRopeDim = 64;                 // V4: RoPE on the last 64 dims, interleaved pairs
-inline constexpr float kFp8Max = 448.0f;            // e4m3fn largest finite
-inline constexpr float kFp8AmaxFloor = 1e-4f;       // act_quant: amax = max(amax, 1e-4)
-inline constexpr float kFp4Max = 6.0f;              // e2m1 largest
+inline constexpr int kRopeDim = 64;                       // V4: RoPE on the last 64 dims, interleaved pairs
+inline constexpr float kFp8Max = 448.0f;                  // e4m3fn largest finite
+inline constexpr float kFp8AmaxFloor = 1e-4f;             // act_quant: amax = max(amax, 1e-4)
+inline constexpr float kFp4Max = 6.0f;                    // e2m1 largest
 inline constexpr float kFp4AmaxFloor = 6.0f * 0x1p-126f;  // fp4_act_quant: max(amax, 6 * 2^-126)
-inline constexpr int kFp8Block = 64;                // main kv: FP8 blocks of 64 nope dims
-inline constexpr int kFp4Block = 32;                // indexer q and k: FP4 blocks of 32
+inline constexpr int kFp8Block = 64;                      // main kv: FP8 blocks of 64 nope dims
+inline constexpr int kFp4Block = 32;                      // indexer q and k: FP4 blocks of 32
 
 DSV4_HD inline uint32_t float_bits(float x) {
   uint32_t u;
@@ -135,9 +135,9 @@ DSV4_HD inline uint8_t e4m3_code(float v) {
   if (v != v) return 0x7f;
   const uint8_t sign = (float_bits(v) >> 24) & 0x80u;
   const float a = fabsf(v);
-  const int e = static_cast<int>((float_bits(a) >> 23) & 0xffu) - 127;  // -127 for 0
+  const int e = static_cast<int>((float_bits(a) >> 23) & 0xffu) - 127;               // -127 for 0
   if (e < -6) return static_cast<uint8_t>(sign | static_cast<uint8_t>(a * 512.0f));  // subnormal: a / 2^-9
-  const uint32_t mantissa = (float_bits(a) >> 20) & 0x7u;                          // 3 mantissa bits
+  const uint32_t mantissa = (float_bits(a) >> 20) & 0x7u;                            // 3 mantissa bits
   return static_cast<uint8_t>(sign | ((e + 7) << 3) | mantissa);
 }
 
@@ -158,8 +158,8 @@ DSV4_HD inline uint8_t e2m1_code(float v) {
   const uint8_t sign = (float_bits(v) >> 28) & 0x8u;
   const float a = fabsf(v);
   // {0, .5, 1, 1.5, 2, 3, 4, 6} -> 0..7: twice the value below 2, then 4 + (a - 2) / 2 ... exactly.
-  const uint8_t magnitude = a < 2.0f ? static_cast<uint8_t>(a * 2.0f)
-                                     : static_cast<uint8_t>(a < 4.0f ? 2.0f + a : 4.0f + a * 0.5f);
+  const uint8_t magnitude =
+      a < 2.0f ? static_cast<uint8_t>(a * 2.0f) : static_cast<uint8_t>(a < 4.0f ? 2.0f + a : 4.0f + a * 0.5f);
   return static_cast<uint8_t>(sign | magnitude);
 }
 

@@ -16,7 +16,9 @@ DSV4_HD constexpr int tile_offset(int rows, int row, int k_byte) {
 }
 
 // Accumulator register k of this lane (warp w of its warpgroup): its row and column.
-DSV4_HD inline int acc_row(int k, int warp_in_group, int lane) { return 16 * warp_in_group + lane / 4 + 8 * ((k / 2) % 2); }
+DSV4_HD inline int acc_row(int k, int warp_in_group, int lane) {
+  return 16 * warp_in_group + lane / 4 + 8 * ((k / 2) % 2);
+}
 DSV4_HD inline int acc_col(int k, int lane) { return 8 * (k / 4) + 2 * (lane % 4) + k % 2; }
 
 }  // namespace dsv4::cuda::wgmma

@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kThreads, 2) c128_prefill_v3(const CompressorA
       const float* kv0 = a.kv + row0 * D + c;
       const float* sc0 = a.score + row0 * D + c;
       const float* ape0 = a.ape + g * kRowsPerSlab * D + c;
-      pool_slab_rows(rp, [&](int first, float4 (&wkv)[kChunk], float4 (&ws)[kChunk]) {
+      pool_slab_rows(rp, [&](int first, float4(&wkv)[kChunk], float4(&ws)[kChunk]) {
 #pragma unroll
         for (int i = 0; i < kChunk; ++i) {
           wkv[i] = load4_stream(kv0 + (first + i) * D);
@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(kThreads, 2) c128_prefill_v3(const CompressorA
     } else {
       const float* skv = sequence_state<const float>(a.state_kv, ch.state_index, 128LL * D);
       const float* sscore = sequence_state<const float>(a.state_score, ch.state_index, 128LL * D);
-      pool_slab_rows(rp, [&](int first, float4 (&wkv)[kChunk], float4 (&ws)[kChunk]) {
+      pool_slab_rows(rp, [&](int first, float4(&wkv)[kChunk], float4(&ws)[kChunk]) {
         float4 wape[kChunk];
         bool gate[kChunk];
 #pragma unroll
@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(kThreads, 2) c128_decode_v3(const CompressorAr
     if (slot / kRowsPerSlab == g) write_token_row(a, skv, sscore, b, slot, slot, c, D);
     emits = slot == 127;
     if (emits)
-      pool_slab_rows(rp, [&](int first, float4 (&wkv)[kChunk], float4 (&ws)[kChunk]) {
+      pool_slab_rows(rp, [&](int first, float4(&wkv)[kChunk], float4(&ws)[kChunk]) {
 #pragma unroll
         for (int i = 0; i < kChunk; ++i) {
           const int row = g * kRowsPerSlab + first + i;

@@ -85,7 +85,8 @@ __global__ void __launch_bounds__(kThreads, 8) c128_online_prefill_pass(const Co
     j = e.entry;
     const int64_t block_start = 128 * j;
     Online4 s{};
-    if (block_start < ch.start_pos) s = load_state(sequence_state<const float>(a.state_kv, ch.state_index, 3LL * D), D, c);
+    if (block_start < ch.start_pos)
+      s = load_state(sequence_state<const float>(a.state_kv, ch.state_index, 3LL * D), D, c);
     walk<D>(s, ch, block_start > ch.start_pos ? block_start : ch.start_pos, block_start + 128, a.kv, a.score, a.ape, c);
 #pragma unroll
     for (int k = 0; k < 4; ++k) p[k] = s.mean[k];

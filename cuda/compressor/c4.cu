@@ -37,7 +37,8 @@ __global__ void __launch_bounds__(kThreads) c4_prefill_v2(const CompressorArgs a
     const ChunkDesc ch = e.chunk;
     j = e.entry;
     float4 wkv[8], ws[8];
-    c4_window<D, true>(ch, j, c, a.kv, a.score, a.ape, sequence_state<const float>(a.state_kv, ch.state_index, 8LL * kWidth),
+    c4_window<D, true>(ch, j, c, a.kv, a.score, a.ape,
+                       sequence_state<const float>(a.state_kv, ch.state_index, 8LL * kWidth),
                        sequence_state<const float>(a.state_score, ch.state_index, 8LL * kWidth), wkv, ws);
     const float4 out = pool_rows<8>(wkv, ws);
     to_array(out, p);
@@ -154,9 +155,8 @@ void launch_decode(const CompressorArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-void c4_prefill(const CompressorParams& p, const BatchPlan& plan, const float* kv, const float* score,
-                float* state_kv, float* state_score, uint16_t* entries, float* pooled, Variant v,
-                cudaStream_t stream) {
+void c4_prefill(const CompressorParams& p, const BatchPlan& plan, const float* kv, const float* score, float* state_kv,
+                float* state_score, uint16_t* entries, float* pooled, Variant v, cudaStream_t stream) {
   detail::check_params(p, 4, plan.ratio(), plan.max_entry(), "c4_prefill");
   detail::require_variant(v == Variant::v1 || v == Variant::v2 || v == Variant::v3, v, "c4_prefill", "v1, v2, v3");
   CompressorArgs a = prefill_args(p, plan, kv, score, state_kv, state_score, entries, pooled);
@@ -177,9 +177,8 @@ void c4_prefill(const CompressorParams& p, const BatchPlan& plan, const float* k
   detail::state_write_pass(p, a, stream);
 }
 
-void c4_decode(const CompressorParams& p, const DecodePlan& plan, const float* kv, const float* score,
-               float* state_kv, float* state_score, uint16_t* entries, float* pooled, Variant v,
-               cudaStream_t stream) {
+void c4_decode(const CompressorParams& p, const DecodePlan& plan, const float* kv, const float* score, float* state_kv,
+               float* state_score, uint16_t* entries, float* pooled, Variant v, cudaStream_t stream) {
   detail::check_params(p, 4, plan.ratio(), plan.max_entry(), "c4_decode");
   detail::require_variant(v == Variant::v1 || v == Variant::v3, v, "c4_decode", "v1, v3");
   if (plan.batch() == 0) return;

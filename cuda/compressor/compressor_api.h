@@ -86,9 +86,9 @@ class BatchPlan {
   int ratio() const { return ratio_; }
   int n_chunks() const { return static_cast<int>(host_chunks_.size()); }
   int64_t n_entries() const { return static_cast<int64_t>(host_items_.size()); }
-  int64_t n_rows() const { return n_rows_; }          // rows the ragged input must have
-  int n_states() const { return n_states_; }          // states the pool must have
-  int64_t max_entry() const { return max_entry_; }    // largest entry index j written (-1: none)
+  int64_t n_rows() const { return n_rows_; }        // rows the ragged input must have
+  int n_states() const { return n_states_; }        // states the pool must have
+  int64_t max_entry() const { return max_entry_; }  // largest entry index j written (-1: none)
   int64_t entry_offset(int chunk) const { return offsets_.at(chunk); }
   const std::vector<SequenceChunk>& chunks() const { return host_chunks_; }
   const ChunkDesc* device_chunks() const { return chunks_.get(); }
@@ -133,18 +133,16 @@ class DecodePlan {
 // ---- ratio 4 (CSA, overlap) and ratio 128 (HCA), DeepSeek's stored state -----------------------
 // Prefill / extend: any start_pos per sequence. Two launches: the compress pass (reads the state),
 // then the state-write pass. kv, score [plan.n_rows(), coff*d]; entries, pooled [plan.n_entries(), d].
-void c4_prefill(const CompressorParams& p, const BatchPlan& plan, const float* kv, const float* score,
-                float* state_kv, float* state_score, uint16_t* entries, float* pooled, Variant v,
-                cudaStream_t stream = nullptr);
+void c4_prefill(const CompressorParams& p, const BatchPlan& plan, const float* kv, const float* score, float* state_kv,
+                float* state_score, uint16_t* entries, float* pooled, Variant v, cudaStream_t stream = nullptr);
 void c128_prefill(const CompressorParams& p, const BatchPlan& plan, const float* kv, const float* score,
                   float* state_kv, float* state_score, uint16_t* entries, float* pooled, Variant v,
                   cudaStream_t stream = nullptr);
 // One-token decode: writes the token into its state row and, when its block completes, pools and
 // writes the entry (one launch for v3; v1 adds a post-processing launch).
 // kv, score [batch, coff*d]; entries, pooled [batch, d].
-void c4_decode(const CompressorParams& p, const DecodePlan& plan, const float* kv, const float* score,
-               float* state_kv, float* state_score, uint16_t* entries, float* pooled, Variant v,
-               cudaStream_t stream = nullptr);
+void c4_decode(const CompressorParams& p, const DecodePlan& plan, const float* kv, const float* score, float* state_kv,
+               float* state_score, uint16_t* entries, float* pooled, Variant v, cudaStream_t stream = nullptr);
 void c128_decode(const CompressorParams& p, const DecodePlan& plan, const float* kv, const float* score,
                  float* state_kv, float* state_score, uint16_t* entries, float* pooled, Variant v,
                  cudaStream_t stream = nullptr);
@@ -152,12 +150,10 @@ void c128_decode(const CompressorParams& p, const DecodePlan& plan, const float*
 // ---- online C128 (running max / sum / mean per channel; one version) ----------------------------
 // state [pool, 3, d]. The same fp32 step per token in prefill and decode, so both give bitwise equal
 // results on the GPU. Prefill: compress pass, then a write pass that replays the last block.
-void c128_online_prefill(const CompressorParams& p, const BatchPlan& plan, const float* kv,
-                         const float* score, float* state, uint16_t* entries, float* pooled,
-                         cudaStream_t stream = nullptr);
-void c128_online_decode(const CompressorParams& p, const DecodePlan& plan, const float* kv,
-                        const float* score, float* state, uint16_t* entries, float* pooled,
-                        cudaStream_t stream = nullptr);
+void c128_online_prefill(const CompressorParams& p, const BatchPlan& plan, const float* kv, const float* score,
+                         float* state, uint16_t* entries, float* pooled, cudaStream_t stream = nullptr);
+void c128_online_decode(const CompressorParams& p, const DecodePlan& plan, const float* kv, const float* score,
+                        float* state, uint16_t* entries, float* pooled, cudaStream_t stream = nullptr);
 
 // Sizes of one sequence's state, in floats.
 inline int64_t state_floats(int ratio, int head_dim) {

@@ -38,10 +38,10 @@ ref::Mat bf16_to_mat(const std::vector<uint16_t>& v, ref::Index rows, ref::Index
 void require_proj(const ref::CompressorWeights& w, const ref::CompressorProjections& proj) {
   const ref::Index width = static_cast<ref::Index>(w.coff()) * w.head_dim;
   if (proj.kv.cols() != width || proj.score.cols() != width || proj.kv.rows() != proj.score.rows())
-    throw std::invalid_argument("cuda compress: projections must both be [s, " + std::to_string(width) +
-                                "], got kv [" + std::to_string(proj.kv.rows()) + ", " +
-                                std::to_string(proj.kv.cols()) + "] and score [" +
-                                std::to_string(proj.score.rows()) + ", " + std::to_string(proj.score.cols()) + "]");
+    throw std::invalid_argument("cuda compress: projections must both be [s, " + std::to_string(width) + "], got kv [" +
+                                std::to_string(proj.kv.rows()) + ", " + std::to_string(proj.kv.cols()) +
+                                "] and score [" + std::to_string(proj.score.rows()) + ", " +
+                                std::to_string(proj.score.cols()) + "]");
 }
 
 // Weights and the RoPE table of one call, on the device.
@@ -50,7 +50,8 @@ struct DeviceWeights {
   CompressorParams params;
   DeviceWeights(const ref::CompressorWeights& w, Kind kind, const ref::RopeTable& rope_table_in,
                 int64_t n_entries_needed, double eps)
-      : ape(to_floats(w.ape)), norm(to_floats(w.norm)),
+      : ape(to_floats(w.ape)),
+        norm(to_floats(w.norm)),
         rope(rope_table(rope_table_in, w.ratio, n_entries_needed > 0 ? n_entries_needed : 1)) {
     params.ratio = w.ratio;
     params.head_dim = w.head_dim;
@@ -81,9 +82,8 @@ std::vector<float> rope_table(const ref::RopeTable& rope, int ratio, int64_t n_e
 Kind to_kind(ref::CompressorKind kind) { return kind == ref::CompressorKind::main ? Kind::main : Kind::indexer; }
 
 ref::CompressorOutput compress(const ref::CompressorWeights& w, ref::CompressorKind kind,
-                               const ref::CompressorProjections& proj, int64_t start_pos,
-                               ref::CompressorState& state, const ref::RopeTable& rope, double norm_eps,
-                               Variant variant) {
+                               const ref::CompressorProjections& proj, int64_t start_pos, ref::CompressorState& state,
+                               const ref::RopeTable& rope, double norm_eps, Variant variant) {
   require_proj(w, proj);
   const int r = w.ratio, d = w.head_dim;
   const int coff = w.coff();
@@ -102,8 +102,8 @@ ref::CompressorOutput compress(const ref::CompressorWeights& w, ref::CompressorK
     c4_prefill(dw.params, plan, kv.get(), score.get(), state_kv.get(), state_score.get(), entries.get(), pooled.get(),
                variant);
   else
-    c128_prefill(dw.params, plan, kv.get(), score.get(), state_kv.get(), state_score.get(), entries.get(),
-                 pooled.get(), variant);
+    c128_prefill(dw.params, plan, kv.get(), score.get(), state_kv.get(), state_score.get(), entries.get(), pooled.get(),
+                 variant);
   CUDA_CHECK(cudaDeviceSynchronize());
   state.kv = to_mat(state_kv.download(), coff * r, coff * d);
   state.score = to_mat(state_score.download(), coff * r, coff * d);
@@ -115,8 +115,8 @@ ref::CompressorOutput compress(const ref::CompressorWeights& w, ref::CompressorK
 }
 
 ref::CompressorOutput compress_online_c128(const ref::CompressorWeights& w, const ref::CompressorProjections& proj,
-                                           int64_t start_pos, ref::OnlineC128State& state,
-                                           const ref::RopeTable& rope, double norm_eps) {
+                                           int64_t start_pos, ref::OnlineC128State& state, const ref::RopeTable& rope,
+                                           double norm_eps) {
   require_proj(w, proj);
   const int d = w.head_dim;
   if (w.ratio != 128 || state.max.size() != d || state.sum.size() != d || state.mean.size() != d)

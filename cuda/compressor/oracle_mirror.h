@@ -23,13 +23,12 @@ Kind to_kind(ref::CompressorKind kind);
 // compress(w, kind, x, start_pos, state, rope, eps, official) with x replaced by its projections:
 // proj.kv, proj.score [s, coff*d] -> entries [n_new, d]; pooled is the kernel's fp32 pooling.
 ref::CompressorOutput compress(const ref::CompressorWeights& w, ref::CompressorKind kind,
-                               const ref::CompressorProjections& proj, int64_t start_pos,
-                               ref::CompressorState& state, const ref::RopeTable& rope, double norm_eps,
-                               Variant variant = Variant::v3);
+                               const ref::CompressorProjections& proj, int64_t start_pos, ref::CompressorState& state,
+                               const ref::RopeTable& rope, double norm_eps, Variant variant = Variant::v3);
 
 // compress_online_c128 likewise (ratio 128, main kind).
 ref::CompressorOutput compress_online_c128(const ref::CompressorWeights& w, const ref::CompressorProjections& proj,
-                                           int64_t start_pos, ref::OnlineC128State& state,
-                                           const ref::RopeTable& rope, double norm_eps);
+                                           int64_t start_pos, ref::OnlineC128State& state, const ref::RopeTable& rope,
+                                           double norm_eps);
 
 }  // namespace dsv4::cuda

@@ -64,8 +64,8 @@ DecodePlan::DecodePlan(const std::vector<int64_t>& positions, const std::vector<
                                   ": position and state index must be >= 0, got " + std::to_string(positions[b]) +
                                   ", " + std::to_string(state_index[b]));
     if (!states.insert(state_index[b]).second)
-      throw std::invalid_argument("DecodePlan row " + std::to_string(b) + ": state " +
-                                  std::to_string(state_index[b]) + " is used twice in one step");
+      throw std::invalid_argument("DecodePlan row " + std::to_string(b) + ": state " + std::to_string(state_index[b]) +
+                                  " is used twice in one step");
     n_states_ = std::max(n_states_, state_index[b] + 1);
     if ((positions[b] + 1) % ratio == 0) max_entry_ = std::max(max_entry_, positions[b] / ratio);
   }

@@ -52,9 +52,8 @@ __device__ inline double entry_sum(double v, double* smem) {
 // entry: the entry index j (its RoPE table row). out_row: the entry's output row, or nullptr for
 // a thread whose entry does not exist (it still takes part in the block-wide steps).
 template <int D, Kind K>
-__device__ inline void postprocess_fused(const float (&p)[4], int64_t entry, const float* __restrict__ norm,
-                                         double eps, const float* __restrict__ rope,
-                                         uint16_t* __restrict__ out_row, double* smem) {
+__device__ inline void postprocess_fused(const float (&p)[4], int64_t entry, const float* __restrict__ norm, double eps,
+                                         const float* __restrict__ rope, uint16_t* __restrict__ out_row, double* smem) {
   static_assert(D == 128 || D == 512, "head dims 128 and 512");
   static_assert(K == Kind::main || D == 128, "the indexer's head dim is 128");
   constexpr int kFirstRope = D - kRopeDim;

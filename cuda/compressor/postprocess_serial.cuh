@@ -16,8 +16,8 @@ inline constexpr int kMaxIndexerDim = 128;  // the indexer's head dim (Hadamard 
 
 // pooled [d] fp32 -> out [d] bf16 codes. rope_row: the 64 interleaved (cos, sin) values of this
 // entry's position. out doubles as the scratch of the bf16 intermediate values.
-DSV4_HD inline void postprocess_entry_serial(const float* pooled, int d, Kind kind, const float* norm,
-                                             double eps, const float* rope_row, uint16_t* out) {
+DSV4_HD inline void postprocess_entry_serial(const float* pooled, int d, Kind kind, const float* norm, double eps,
+                                             const float* rope_row, uint16_t* out) {
   double sum_squares = 0;
   for (int c = 0; c < d; ++c) {
     const double x = bf16_round(pooled[c]);

@@ -23,9 +23,8 @@ struct RowRef {
 };
 
 // width = coff * d (the row length); state_* point at this sequence's state.
-__device__ inline RowRef token_row(const ChunkDesc& ch, int ratio, int64_t t, const float* kv,
-                                   const float* score, const float* state_kv, const float* state_score,
-                                   int width) {
+__device__ inline RowRef token_row(const ChunkDesc& ch, int ratio, int64_t t, const float* kv, const float* score,
+                                   const float* state_kv, const float* state_score, int width) {
   if (t >= ch.start_pos) {
     const int64_t row = ch.first_row + (t - ch.start_pos);
     return {kv + row * width, score + row * width, true};
@@ -98,8 +97,8 @@ __device__ inline void c4_window(const ChunkDesc& ch, int64_t j, int c, const fl
 
 // Decode: the new token of batch row b into state row `row`, channels col .. col+3 of kv and of the
 // gated logit (score + ape[slot]); width = coff * d.
-__device__ inline void write_token_row(const CompressorArgs& a, float* skv, float* sscore, int64_t b, int row,
-                                       int slot, int col, int width) {
+__device__ inline void write_token_row(const CompressorArgs& a, float* skv, float* sscore, int64_t b, int row, int slot,
+                                       int col, int width) {
   store4(skv + row * width + col, load4(a.kv + b * width + col));
   store4(sscore + row * width + col, add4(load4(a.score + b * width + col), load4(a.ape + slot * width + col)));
 }

@@ -1,6 +1,4 @@
 // The v1 kernels and the state-write pass. See v1_kernels.h.
-#include "cuda/compressor/v1_kernels.h"
-
 #include <cmath>
 
 #include "cuda/common/cuda_check.h"
@@ -8,6 +6,7 @@
 #include "cuda/compressor/pooling.cuh"
 #include "cuda/compressor/postprocess_serial.cuh"
 #include "cuda/compressor/rows.cuh"
+#include "cuda/compressor/v1_kernels.h"
 
 namespace dsv4::cuda::detail {
 namespace {
@@ -19,8 +18,8 @@ unsigned blocks_for(int64_t n, const char* who) { return grid_blocks(n, kThreads
 // One channel of ratio 4's 8-row window for entry j: rows 0..3 the previous block's "a" half
 // (channel c), rows 4..7 this block's "b" half (channel d + c); block 0 has kv 0, logit -inf there.
 __device__ void c4_window_channel(const ChunkDesc& ch, int64_t j, int c, int d, const float* kv, const float* score,
-                          const float* ape, const float* skv, const float* sscore, float (&wkv)[8],
-                          float (&ws)[8]) {
+                                  const float* ape, const float* skv, const float* sscore, float (&wkv)[8],
+                                  float (&ws)[8]) {
   const int width = 2 * d;
   for (int i = 0; i < 8; ++i) {
     const int64_t t = 4 * (j - 1) + i;
@@ -37,8 +36,8 @@ __device__ void c4_window_channel(const ChunkDesc& ch, int64_t j, int c, int d, 
 }
 
 // Ratio 128: max over the 128 rows, then the sums in row order (rows are read twice).
-__device__ float c128_pool_channel(const ChunkDesc& ch, int64_t j, int c, int d, const float* kv,
-                                   const float* score, const float* ape, const float* skv, const float* sscore) {
+__device__ float c128_pool_channel(const ChunkDesc& ch, int64_t j, int c, int d, const float* kv, const float* score,
+                                   const float* ape, const float* skv, const float* sscore) {
   float m = -INFINITY;
   for (int i = 0; i < 128; ++i) {
     const int64_t t = 128 * j + i;

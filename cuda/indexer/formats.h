@@ -14,7 +14,7 @@
 
 namespace dsv4::cuda {
 
-inline constexpr int kIndexerDim = 128;     // ID: every indexer vector has 128 dims
+inline constexpr int kIndexerDim = 128;  // ID: every indexer vector has 128 dims
 inline constexpr int kIndexerScaleBytes = 4;
 
 enum class IndexerFormat { fp4, fp8 };

@@ -45,10 +45,9 @@ HostVectors quantize_vectors(const ref::Mat& values, IndexerFormat format) {
         std::frexp(scale, &e);
         const int exponent = e - 1;  // scale = 2^exponent
         if (!(element * scale == vec[static_cast<size_t>(c)]) || exponent < -127 || exponent > 127)
-          throw std::invalid_argument("quantize_vectors: row " + std::to_string(r) + ", column " +
-                                      std::to_string(m * kIndexerDim + c) + ": value " +
-                                      std::to_string(vec[static_cast<size_t>(c)]) + " is not on the " + bf.name() +
-                                      " grid");
+          throw std::invalid_argument(
+              "quantize_vectors: row " + std::to_string(r) + ", column " + std::to_string(m * kIndexerDim + c) +
+              ": value " + std::to_string(vec[static_cast<size_t>(c)]) + " is not on the " + bf.name() + " grid");
         out.scales[static_cast<size_t>(id * kIndexerScaleBytes + c / bf.block)] = ue8m0_code(exponent);
         if (format == IndexerFormat::fp8) {
           out.codes[static_cast<size_t>(id * kIndexerDim + c)] = e4m3_code(static_cast<float>(element));

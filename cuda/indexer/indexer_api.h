@@ -74,8 +74,8 @@ struct DenseKeys {
 // e4m3 grid when folded into the operand: the logits are bitwise the oracle's only when it stays 0
 // (docs/cuda-indexer.md).
 void indexer_logits_prefill(const LogitsParams& p, const IndexerQueries& q, const DenseKeys& keys, const int32_t* ks,
-                            const int32_t* ke, float* logits, int64_t n_cols, Variant v,
-                            cudaStream_t stream = nullptr, int* fp4_inexact = nullptr);
+                            const int32_t* ke, float* logits, int64_t n_cols, Variant v, cudaStream_t stream = nullptr,
+                            int* fp4_inexact = nullptr);
 
 // The paged indexer-key cache of a batch of sequences (docs/cuda-indexer.md "Key caches"): a pool
 // of pages of page_keys keys each; key t of sequence b lives in pool page

@@ -105,8 +105,8 @@ DSV4_HD inline void q_vector_serial(const uint16_t* x, const float* rope_row, bo
     for (int c = b0; c < b0 + block; ++c)
       if (fabsf(y[c]) > amax) amax = fabsf(y[c]);
     const bool fp4 = format == IndexerFormat::fp4;
-    const int e = fp4 ? ue8m0_ceil_exponent(amax, kFp4AmaxFloor, kFp4Max)
-                      : ue8m0_ceil_exponent(amax, kFp8AmaxFloor, kFp8Max);
+    const int e =
+        fp4 ? ue8m0_ceil_exponent(amax, kFp4AmaxFloor, kFp4Max) : ue8m0_ceil_exponent(amax, kFp8AmaxFloor, kFp8Max);
     scales[b0 / block] = ue8m0_code(e);
     uint8_t low = 0;  // fp4: the even element's nibble, written with the odd one
     for (int c = b0; c < b0 + block; ++c) {

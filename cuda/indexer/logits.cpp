@@ -12,11 +12,10 @@ void check_common(const LogitsParams& p, const IndexerQueries& q, int64_t n_cols
   const std::string w(who);
   detail::require_variant(v == Variant::v1 || v == Variant::v2, v, who, "v1, v2");
   detail::require(p.heads >= 1, w + ": heads must be >= 1, got " + std::to_string(p.heads));
-  detail::require(v != Variant::v2 || p.heads == 64,
-                  w + ": v2 computes 64 heads per query (one wgmma M tile), got " + std::to_string(p.heads) +
-                      " heads: use v1");
-  detail::require(q.count >= 0 && n_cols >= 0,
-                  w + ": negative sizes (queries " + std::to_string(q.count) + ", columns " + std::to_string(n_cols) + ")");
+  detail::require(v != Variant::v2 || p.heads == 64, w + ": v2 computes 64 heads per query (one wgmma M tile), got " +
+                                                         std::to_string(p.heads) + " heads: use v1");
+  detail::require(q.count >= 0 && n_cols >= 0, w + ": negative sizes (queries " + std::to_string(q.count) +
+                                                   ", columns " + std::to_string(n_cols) + ")");
   detail::require(q.count == 0 || (q.codes && q.scales && q.weights),
                   w + ": the query codes, scales and weights must be device pointers, got a nullptr");
 }
@@ -28,7 +27,8 @@ void indexer_logits_prefill(const LogitsParams& p, const IndexerQueries& q, cons
                             int* fp4_inexact) {
   check_common(p, q, n_cols, v, "indexer_logits_prefill");
   if (q.count == 0 || n_cols == 0) return;
-  detail::require(ks && ke && logits, "indexer_logits_prefill: ks, ke and logits must be device pointers, got a nullptr");
+  detail::require(ks && ke && logits,
+                  "indexer_logits_prefill: ks, ke and logits must be device pointers, got a nullptr");
   detail::require(keys.count == 0 || (keys.codes && keys.scales),
                   "indexer_logits_prefill: the key codes and scales must be device pointers, got a nullptr");
   if (v == Variant::v1)

@@ -67,7 +67,8 @@ __device__ inline void load_tile(Smem<F, S>& sm, int st, int64_t tile, int64_t l
       const int64_t key = tile * kTileKeys + row;
       const bool valid = key < len;
       const int64_t k = valid ? key : 0;  // key 0 of the sequence: a valid address (len > 0 here)
-      const KeyOffsets at = key_offsets(L, F, keys.page_keys, table[k / keys.page_keys], static_cast<int>(k % keys.page_keys));
+      const KeyOffsets at =
+          key_offsets(L, F, keys.page_keys, table[k / keys.page_keys], static_cast<int>(k % keys.page_keys));
       if constexpr (F == IndexerFormat::fp8) {
 #pragma unroll
         for (int h = 0; h < 2; ++h)
@@ -85,7 +86,8 @@ __device__ inline void load_tile(Smem<F, S>& sm, int st, int64_t tile, int64_t l
       const int64_t key = tile * kTileKeys + row;
       const bool valid = key < len;
       const int64_t k = valid ? key : 0;
-      const KeyOffsets at = key_offsets(L, F, keys.page_keys, table[k / keys.page_keys], static_cast<int>(k % keys.page_keys));
+      const KeyOffsets at =
+          key_offsets(L, F, keys.page_keys, table[k / keys.page_keys], static_cast<int>(k % keys.page_keys));
       uint8_t* dst = F == IndexerFormat::fp8 ? sm.stage_codes[st] + wgmma::tile_offset(kTileKeys, row, 4 * word)
                                              : sm.stage_codes[st] + row * kCb + 4 * word;
       copy4(dst, keys.pool + at.codes + 4 * word, valid);
@@ -95,7 +97,8 @@ __device__ inline void load_tile(Smem<F, S>& sm, int st, int64_t tile, int64_t l
     const int64_t key = tile * kTileKeys + t;
     const bool valid = key < len;
     const int64_t k = valid ? key : 0;
-    const KeyOffsets at = key_offsets(L, F, keys.page_keys, table[k / keys.page_keys], static_cast<int>(k % keys.page_keys));
+    const KeyOffsets at =
+        key_offsets(L, F, keys.page_keys, table[k / keys.page_keys], static_cast<int>(k % keys.page_keys));
     copy4(sm.stage_scales[st] + 4 * t, keys.pool + at.scale_word, valid);
   }
 }
@@ -176,7 +179,8 @@ void launch(const DecodeArgs& a, cudaStream_t stream) {
   const int smem = static_cast<int>(sizeof(Smem<F, S>));
   CUDA_CHECK(cudaFuncSetAttribute(decode_logits_v2<F, S, L>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const int64_t n_col_tiles = (a.n_cols + kTileKeys - 1) / kTileKeys;
-  const dim3 grid(static_cast<unsigned>(a.q.count), static_cast<unsigned>((n_col_tiles + kTilesPerCta - 1) / kTilesPerCta));
+  const dim3 grid(static_cast<unsigned>(a.q.count),
+                  static_cast<unsigned>((n_col_tiles + kTilesPerCta - 1) / kTilesPerCta));
   detail::require(grid.y <= 65535, "indexer_logits_decode v2: " + std::to_string(a.n_cols) +
                                        " columns need more than 65535 chunks of 4096");
   decode_logits_v2<F, S, L><<<grid, kThreads, smem, stream>>>(a);

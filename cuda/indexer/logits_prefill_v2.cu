@@ -21,11 +21,11 @@ namespace {
 
 using namespace logits_tile;
 
-constexpr int kTileKeys = 128;       // N
-constexpr int kGroups = 2;           // queries per CTA
+constexpr int kTileKeys = 128;  // N
+constexpr int kGroups = 2;      // queries per CTA
 constexpr int kThreads = kGroups * kGroupThreads;
 constexpr int kStages = 3;
-constexpr int kTilesPerCta = 16;     // a CTA's chunk of column tiles (2048 keys)
+constexpr int kTilesPerCta = 16;                             // a CTA's chunk of column tiles (2048 keys)
 constexpr int kBBytes = kTileKeys * kIndexerDim;             // e4m3 B operand of a tile
 constexpr int kScaleBytes = kTileKeys * kIndexerScaleBytes;  // the tile's scale words
 
@@ -146,7 +146,8 @@ __global__ void __launch_bounds__(kThreads, F == IndexerFormat::fp8 ? 2 : 1) pre
     copy_wait<kStages - 2>();
     wgmma::fence_shared_for_async();
     __syncthreads();  // the tile landed for every thread; every warpgroup is done with the stage refilled below
-    if (it + kStages - 1 < n_tiles) load_tile<F, S>(sm, (st + kStages - 1) % kStages, first + it + kStages - 1, lo, hi, a.keys, t);
+    if (it + kStages - 1 < n_tiles)
+      load_tile<F, S>(sm, (st + kStages - 1) % kStages, first + it + kStages - 1, lo, hi, a.keys, t);
     copy_commit();
     const uint8_t* b_tile = sm.stage_codes[st];
     if constexpr (F == IndexerFormat::fp4) {

@@ -33,7 +33,7 @@
 
 namespace dsv4::cuda::logits_tile {
 
-inline constexpr int kHeads = 64;        // M of one warpgroup: the 64 heads of one query
+inline constexpr int kHeads = 64;  // M of one warpgroup: the 64 heads of one query
 inline constexpr int kGroupThreads = 128;
 inline constexpr int kQBytes = kHeads * kIndexerDim;  // the A operand of one query (8 KiB)
 inline constexpr int kMaxRelativeExponent = -7;       // FP4: smallest 2^r that keeps e2m1 x 2^r on e4m3
@@ -44,15 +44,13 @@ inline constexpr int kMaxRelativeExponent = -7;       // FP4: smallest 2^r that 
 // address must still be a valid one: callers pass a clamped one).
 __device__ inline void copy16(void* smem, const void* gmem, bool valid) {
   const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0)
-               : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
 }
 // As copy16, through L1: the FP8 tile loaders copy the two 16-byte halves of a 32-byte sector back
 // to back from one thread, and the second one hits L1 instead of fetching the sector again.
 __device__ inline void copy16_l1(void* smem, const void* gmem, bool valid) {
   const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0)
-               : "memory");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0) : "memory");
 }
 __device__ inline void copy4(void* smem, const void* gmem, bool valid) {
   const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
@@ -65,7 +63,9 @@ __device__ inline void copy_wait() {
 }
 
 // A barrier of the 128 threads of warpgroup g (named barrier 1 + g; 0 is __syncthreads).
-__device__ inline void group_barrier(int g) { asm volatile("bar.sync %0, %1;\n" ::"r"(1 + g), "n"(kGroupThreads) : "memory"); }
+__device__ inline void group_barrier(int g) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(1 + g), "n"(kGroupThreads) : "memory");
+}
 
 // ---- the query operand ----------------------------------------------------------------------------
 
@@ -189,7 +189,6 @@ __device__ inline void reduce_lanes(T (&v)[kSlots], int lane) {
   }
 }
 
-
 template <ScoreStorage S>
 using HeadSum = typename std::conditional<S == ScoreStorage::bf16, double, float>::type;
 
@@ -200,8 +199,8 @@ __device__ inline float relu_keep_nan(float x) { return x < 0 ? 0.0f : x; }
 // Returns, for the group's thread t < N, the head sum of column t (before the key's 2^c_j and S);
 // every thread of the warpgroup must call it.
 template <ScoreStorage S, int N>
-__device__ inline HeadSum<S> head_sum(const float (&acc)[N / 2], const float (&row_weights)[2], HeadSum<S>* red,
-                                      int t, int g) {
+__device__ inline HeadSum<S> head_sum(const float (&acc)[N / 2], const float (&row_weights)[2], HeadSum<S>* red, int t,
+                                      int g) {
   using Sum = HeadSum<S>;
   constexpr int kSlots = N / 4;
   const int warp = (t / 32) % 4, lane = t % 32;

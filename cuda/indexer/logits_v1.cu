@@ -31,32 +31,35 @@ struct QueryHeads {
   }
 };
 
-__global__ void __launch_bounds__(kThreads) prefill_logits_v1_kernel(const LogitsParams p, const IndexerQueries q,
-                                                              const DenseKeys keys, const int32_t* ks,
-                                                              const int32_t* ke, float* logits, int64_t n_cols) {
+__global__ void __launch_bounds__(kThreads)
+    prefill_logits_v1_kernel(const LogitsParams p, const IndexerQueries q, const DenseKeys keys, const int32_t* ks,
+                             const int32_t* ke, float* logits, int64_t n_cols) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (idx >= q.count * n_cols) return;
   const int64_t i = idx / n_cols, j = idx % n_cols;
   float out = -INFINITY;
   if (j >= ks[i] && j < ke[i]) {
     const VectorView k{keys.codes + j * code_bytes(p.format), keys.scales + j * kIndexerScaleBytes, p.format, false};
-    out = logit_serial(QueryHeads{q.codes, q.scales, i, p.heads, p.format}, q.weights + i * p.heads, k, p.heads, p.scores);
+    out = logit_serial(QueryHeads{q.codes, q.scales, i, p.heads, p.format}, q.weights + i * p.heads, k, p.heads,
+                       p.scores);
   }
   logits[idx] = out;
 }
 
-__global__ void __launch_bounds__(kThreads) decode_logits_v1_kernel(const LogitsParams p, const IndexerQueries q,
-                                                             const PagedKeys keys, const int32_t* context_lens,
-                                                             float* logits, int64_t n_cols) {
+__global__ void __launch_bounds__(kThreads)
+    decode_logits_v1_kernel(const LogitsParams p, const IndexerQueries q, const PagedKeys keys,
+                            const int32_t* context_lens, float* logits, int64_t n_cols) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   if (idx >= q.count * n_cols) return;
   const int64_t b = idx / n_cols, t = idx % n_cols;
   float out = -INFINITY;
   if (t < context_lens[b]) {
     const int64_t page = keys.block_table[b * keys.table_stride + t / keys.page_keys];
-    const KeyOffsets at = key_offsets(keys.layout, p.format, keys.page_keys, page, static_cast<int>(t % keys.page_keys));
+    const KeyOffsets at =
+        key_offsets(keys.layout, p.format, keys.page_keys, page, static_cast<int>(t % keys.page_keys));
     const VectorView k{keys.pool + at.codes, keys.pool + at.scale_word, p.format, p.format == IndexerFormat::fp8};
-    out = logit_serial(QueryHeads{q.codes, q.scales, b, p.heads, p.format}, q.weights + b * p.heads, k, p.heads, p.scores);
+    out = logit_serial(QueryHeads{q.codes, q.scales, b, p.heads, p.format}, q.weights + b * p.heads, k, p.heads,
+                       p.scores);
   }
   logits[idx] = out;
 }

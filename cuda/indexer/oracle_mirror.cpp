@@ -102,7 +102,8 @@ ref::Mat indexer_q(const ref::Mat& q_proj, int64_t start_pos, const ref::RopeTab
   indexer_q({heads, kp.format, kp.hadamard, weight_multiplier(cfg, p)}, s, x.get(), table.get(), nullptr, o, v);
   CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<uint16_t> host = values.download();
-  for (ref::Index i = 0; i < out.size(); ++i) out.data()[i] = bf16_value(host[static_cast<size_t>(i)]);  // both row-major
+  for (ref::Index i = 0; i < out.size(); ++i)
+    out.data()[i] = bf16_value(host[static_cast<size_t>(i)]);  // both row-major
   return out;
 }
 
@@ -165,8 +166,8 @@ ref::Mat indexer_scores(const ref::Mat& q, const ref::Mat& weights, const ref::M
 
 ref::IndexMat topk_indices(const ref::Mat& scores, int k, int32_t offset, Variant v) {
   if (k < 0 || k > scores.cols())
-    throw std::invalid_argument("cuda topk_indices: k = " + std::to_string(k) + ", expected 0 <= k <= n_keys = " +
-                                std::to_string(scores.cols()));
+    throw std::invalid_argument("cuda topk_indices: k = " + std::to_string(k) +
+                                ", expected 0 <= k <= n_keys = " + std::to_string(scores.cols()));
   const int64_t rows = scores.rows(), n = scores.cols();
   ref::IndexMat out = ref::IndexMat::Constant(rows, k, -1);
   if (rows == 0 || k == 0) return out;

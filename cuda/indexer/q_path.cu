@@ -44,8 +44,8 @@ __global__ void __launch_bounds__(kThreads) q_path_v1(const QPathArgs a) {
   const int64_t token = vec / a.heads;
   if (a.q_proj != nullptr)
     q_vector_serial(a.q_proj + vec * kIndexerDim, a.rope + token * kRopeDim, a.hadamard, a.format,
-                  a.out.codes + vec * code_bytes(a.format), a.out.scales + vec * kIndexerScaleBytes,
-                  a.out.values != nullptr ? a.out.values + vec * kIndexerDim : nullptr);
+                    a.out.codes + vec * code_bytes(a.format), a.out.scales + vec * kIndexerScaleBytes,
+                    a.out.values != nullptr ? a.out.values + vec * kIndexerDim : nullptr);
   head_weight(a, vec);
 }
 
@@ -85,9 +85,9 @@ __global__ void __launch_bounds__(kThreads) q_path_v2(const QPathArgs a) {
   for (int i = 0; i < 4; ++i)
     if (fabsf(y[i]) > amax) amax = fabsf(y[i]);
   constexpr bool kFp4 = F == IndexerFormat::fp4;
-  amax = group_max<kFp4 ? 8 : 32>(amax);  // 8 lanes = 32 dims = one FP4 block; the warp = one FP8 block
-  const int e = kFp4 ? ue8m0_ceil_exponent(amax, kFp4AmaxFloor, kFp4Max)
-                     : ue8m0_ceil_exponent(amax, kFp8AmaxFloor, kFp8Max);
+  amax = group_max < kFp4 ? 8 : 32 > (amax);  // 8 lanes = 32 dims = one FP4 block; the warp = one FP8 block
+  const int e =
+      kFp4 ? ue8m0_ceil_exponent(amax, kFp4AmaxFloor, kFp4Max) : ue8m0_ceil_exponent(amax, kFp8AmaxFloor, kFp8Max);
   uint32_t codes = 0;
   uint16_t values[4];
 #pragma unroll

@@ -74,9 +74,9 @@ Mat random_rows(Index n, int d, double sigma, std::mt19937_64& gen) {
   for (Index i = 0; i < n; ++i)
     for (int c = 0; c < d; ++c) {
       double v = g(gen);
-      if (i % 7 == 3 && c < kBlock) v *= 1e-3;                        // a tiny block
-      if (i % 7 == 5 && c >= kBlock && c < 2 * kBlock) v *= 10;        // a large block
-      if (i % 11 == 4 && c >= 2 * kBlock && c < 3 * kBlock) v = 0;     // an all-zero block (amax floor)
+      if (i % 7 == 3 && c < kBlock) v *= 1e-3;                      // a tiny block
+      if (i % 7 == 5 && c >= kBlock && c < 2 * kBlock) v *= 10;     // a large block
+      if (i % 11 == 4 && c >= 2 * kBlock && c < 3 * kBlock) v = 0;  // an all-zero block (amax floor)
       m(i, c) = v;
     }
   return m;
@@ -85,10 +85,11 @@ Mat random_rows(Index n, int d, double sigma, std::mt19937_64& gen) {
 // An invalid entry of an index list: -1, or (out_of_range) one of the other kinds.
 int32_t invalid_entry(bool out_of_range, int64_t tokens, std::mt19937_64& gen) {
   if (!out_of_range) return -1;
-  const int64_t kinds[] = {-1, tokens, tokens + 1000, std::numeric_limits<int32_t>::max(),
-                           std::numeric_limits<int32_t>::min(), -123456};
+  const int64_t kinds[] = {
+      -1, tokens, tokens + 1000, std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min(), -123456};
   const int64_t v = kinds[std::uniform_int_distribution<int>(0, 5)(gen)];
-  return static_cast<int32_t>(std::clamp<int64_t>(v, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()));
+  return static_cast<int32_t>(
+      std::clamp<int64_t>(v, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()));
 }
 
 // `k` distinct entries of `owned` in random order, then -1 up to `width`.
@@ -139,8 +140,9 @@ OracleInputs DecodeCase::oracle_inputs() const {
     for (int k = 0; k < slots; ++k) {
       int32_t idx = -1;
       if (valid(r, k))
-        idx = k < topk ? list[static_cast<size_t>(r * topk + k)]
-                       : static_cast<int32_t>(pool_rows.rows()) + extra_list[static_cast<size_t>(r * extra_topk + k - topk)];
+        idx = k < topk
+                  ? list[static_cast<size_t>(r * topk + k)]
+                  : static_cast<int32_t>(pool_rows.rows()) + extra_list[static_cast<size_t>(r * extra_topk + k - topk)];
       in.indices(r, k) = idx;
     }
   return in;
@@ -187,7 +189,8 @@ void damage_lists(const Damage& d, int64_t n_rows, int slots, const std::vector<
       const int64_t tokens = tokens_of_slot[static_cast<size_t>(k)];
       const bool empty_row = d.empty_rows && r % 3 == 2;
       const bool leading = r % 2 == 1 && k < kBlock * d.invalid_leading_blocks;
-      if (empty_row || leading || (d.invalid_fraction > 0 && hit(gen))) set(r, k, invalid_entry(d.out_of_range, tokens, gen));
+      if (empty_row || leading || (d.invalid_fraction > 0 && hit(gen)))
+        set(r, k, invalid_entry(d.out_of_range, tokens, gen));
     }
 }
 
@@ -238,15 +241,17 @@ DecodeCase make_decode_case(const DecodeShape& s, std::mt19937_64& gen) {
     }
   }
   std::vector<int64_t> tokens_of_slot(static_cast<size_t>(c.topk + c.extra_topk));
-  for (int k = 0; k < c.topk + c.extra_topk; ++k) tokens_of_slot[k] = k < c.topk ? c.pool_rows.rows() : c.extra_rows.rows();
-  damage_lists(s.damage, n_rows, c.topk + c.extra_topk, tokens_of_slot,
-               [&](int64_t r, int k, int32_t v) {
-                 if (k < c.topk)
-                   at(c.list, r, c.topk, k) = v;
-                 else
-                   at(c.extra_list, r, c.extra_topk, k - c.topk) = v;
-               },
-               gen);
+  for (int k = 0; k < c.topk + c.extra_topk; ++k)
+    tokens_of_slot[k] = k < c.topk ? c.pool_rows.rows() : c.extra_rows.rows();
+  damage_lists(
+      s.damage, n_rows, c.topk + c.extra_topk, tokens_of_slot,
+      [&](int64_t r, int k, int32_t v) {
+        if (k < c.topk)
+          at(c.list, r, c.topk, k) = v;
+        else
+          at(c.extra_list, r, c.extra_topk, k - c.topk) = v;
+      },
+      gen);
   if (s.damage.lengths) {
     // Per sequence: 0, the full list, a length that is not a multiple of 64, random.
     const auto lengths = [&](int topk) {
@@ -283,8 +288,8 @@ PrefillCase make_prefill_case(const PrefillShape& s, std::mt19937_64& gen) {
     std::copy(w.begin(), w.end(), c.list.begin() + int64_t{r} * s.topk);
   }
   const std::vector<int64_t> tokens_of_slot(static_cast<size_t>(s.topk), s.s_kv);
-  damage_lists(s.damage, s.s_q, s.topk, tokens_of_slot, [&](int64_t r, int k, int32_t v) { at(c.list, r, c.topk, k) = v; },
-               gen);
+  damage_lists(
+      s.damage, s.s_q, s.topk, tokens_of_slot, [&](int64_t r, int k, int32_t v) { at(c.list, r, c.topk, k) = v; }, gen);
   if (s.damage.lengths) {
     c.lengths.resize(static_cast<size_t>(s.s_q));
     for (int r = 0; r < s.s_q; ++r) {
@@ -299,7 +304,8 @@ PrefillCase make_prefill_case(const PrefillShape& s, std::mt19937_64& gen) {
 }
 
 void poison_unreferenced(DecodeCase& c) {
-  std::vector<char> used(static_cast<size_t>(c.pool_rows.rows()), 0), extra_used(static_cast<size_t>(c.extra_rows.rows()), 0);
+  std::vector<char> used(static_cast<size_t>(c.pool_rows.rows()), 0),
+      extra_used(static_cast<size_t>(c.extra_rows.rows()), 0);
   for (int64_t r = 0; r < c.rows(); ++r)
     for (int k = 0; k < c.topk + c.extra_topk; ++k) {
       if (!c.valid(r, k)) continue;
@@ -506,7 +512,9 @@ Check check_out(const Expected& e, const std::vector<uint16_t>& got_codes) {
     }
   ch.bad += bad_rows;
   ch.ok = ch.bad == 0;
-  if (ch.ok) ch.report = fmt("out within bounds: max |diff| %.3g, max rel %.3g, worst error/bound %.3f", ch.max_abs, ch.max_rel, ch.worst_ratio);
+  if (ch.ok)
+    ch.report = fmt("out within bounds: max |diff| %.3g, max rel %.3g, worst error/bound %.3f", ch.max_abs, ch.max_rel,
+                    ch.worst_ratio);
   return ch;
 }
 
@@ -538,7 +546,8 @@ Check check_max_logit(const Expected& e, const std::vector<float>& got) {
   Check ch;
   if (static_cast<Index>(got.size()) != e.max_logit.size()) {
     ch.ok = false;
-    ch.report = "max_logits has " + std::to_string(got.size()) + " values, expected " + std::to_string(e.max_logit.size());
+    ch.report =
+        "max_logits has " + std::to_string(got.size()) + " values, expected " + std::to_string(e.max_logit.size());
     return ch;
   }
   for (Index i = 0; i < e.max_logit.size(); ++i) {
@@ -572,12 +581,14 @@ Check check_out_bitwise(const Expected& e, const std::vector<uint16_t>& got, int
       if (got[i] == want[i]) continue;
       differs = true;
       // one ulp: the same sign and adjacent magnitudes (codes of one sign are ordered)
-      const bool one_ulp = (got[i] & 0x8000) == (want[i] & 0x8000) && std::abs(int(got[i] & 0x7FFF) - int(want[i] & 0x7FFF)) == 1;
+      const bool one_ulp =
+          (got[i] & 0x8000) == (want[i] & 0x8000) && std::abs(int(got[i] & 0x7FFF) - int(want[i] & 0x7FFF)) == 1;
       ch.max_abs = std::max(ch.max_abs, std::fabs(bf16_value(got[i]) - bf16_value(want[i])));
       if (!one_ulp) {
         if (ch.bad++ == 0)
           ch.report = "row " + std::to_string(head_row / e.n_heads) + " head " + std::to_string(head_row % e.n_heads) +
-                      " dim " + std::to_string(c) + fmt(": got %.9g, the oracle %.9g (more than one ulp)", bf16_value(got[i]), bf16_value(want[i]));
+                      " dim " + std::to_string(c) +
+                      fmt(": got %.9g, the oracle %.9g (more than one ulp)", bf16_value(got[i]), bf16_value(want[i]));
       }
     }
     rows_differing += differs;
@@ -589,7 +600,9 @@ Check check_out_bitwise(const Expected& e, const std::vector<uint16_t>& got, int
     ch.bad += rows_differing - allowed_rows;
   }
   ch.ok = ch.bad == 0;
-  if (ch.ok) ch.report = "bitwise equal to the oracle but for " + std::to_string(rows_differing) + " (row, head) pairs at one ulp";
+  if (ch.ok)
+    ch.report =
+        "bitwise equal to the oracle but for " + std::to_string(rows_differing) + " (row, head) pairs at one ulp";
   return ch;
 }
 

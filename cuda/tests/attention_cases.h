@@ -19,12 +19,12 @@ namespace dsv4::cuda::attention::testing {
 
 // What sparse_mqa(q, kv, sink, indices, n_heads, scale, policy) is given.
 struct OracleInputs {
-  ref::Mat q;            // [rows, n_heads * d]
-  ref::Mat kv;           // [n, d]
-  ref::Vec sink;         // [n_heads] (-inf: no sink)
-  ref::IndexMat indices; // [rows, slots] (-1: skip)
+  ref::Mat q;             // [rows, n_heads * d]
+  ref::Mat kv;            // [n, d]
+  ref::Vec sink;          // [n_heads] (-inf: no sink)
+  ref::IndexMat indices;  // [rows, slots] (-1: skip)
   int n_heads = 0;
-  double scale = 0;      // the fp32 scale the kernels get, as a double
+  double scale = 0;  // the fp32 scale the kernels get, as a double
 };
 
 // Decode: FlashMLA's flash_mla_with_kvcache inputs, as values.
@@ -54,12 +54,12 @@ struct PrefillCase {
   std::string name;
   int s_q = 1, n_heads = 64, head_dim = 512;
   float scale = 0.044194173824159216f;
-  ref::Mat kv;                     // [s_kv, head_dim] bf16 values (NaN: unreferenced)
+  ref::Mat kv;  // [s_kv, head_dim] bf16 values (NaN: unreferenced)
   int topk = 0;
-  std::vector<int32_t> list;       // [s_q * topk]
-  std::vector<int32_t> lengths;    // [s_q] or empty
-  std::vector<uint16_t> q;         // [s_q * n_heads * head_dim] bf16 codes
-  std::vector<float> sink;         // [n_heads] or empty
+  std::vector<int32_t> list;     // [s_q * topk]
+  std::vector<int32_t> lengths;  // [s_q] or empty
+  std::vector<uint16_t> q;       // [s_q * n_heads * head_dim] bf16 codes
+  std::vector<float> sink;       // [n_heads] or empty
 
   int64_t rows() const { return s_q; }
   bool valid(int64_t row, int slot) const;
@@ -70,11 +70,11 @@ struct PrefillCase {
 
 // How a random case's index lists are damaged (the adversarial inputs of docs/cuda-attention.md "Checks").
 struct Damage {
-  double invalid_fraction = 0;    // this share of the slots gets an invalid entry (anywhere)
-  int invalid_leading_blocks = 0; // rows with an odd index: slots [0, 64 * this) all invalid
-  bool empty_rows = false;        // every third row: no valid slot at all
-  bool lengths = false;           // topk_length / extra_topk_length (prefill: per row) cut the lists
-  bool out_of_range = false;      // invalid entries are >= the pool / s_kv, INT_MIN, INT_MAX, -123456
+  double invalid_fraction = 0;     // this share of the slots gets an invalid entry (anywhere)
+  int invalid_leading_blocks = 0;  // rows with an odd index: slots [0, 64 * this) all invalid
+  bool empty_rows = false;         // every third row: no valid slot at all
+  bool lengths = false;            // topk_length / extra_topk_length (prefill: per row) cut the lists
+  bool out_of_range = false;       // invalid entries are >= the pool / s_kv, INT_MIN, INT_MAX, -123456
 };
 
 struct DecodeShape {
@@ -82,11 +82,11 @@ struct DecodeShape {
   int batch = 1, s_q = 2, n_heads = 64;
   int topk = 128, extra_topk = 512;
   int page_size = 256, extra_page_size = 64;
-  int window_tokens = 128;       // each sequence's tokens in the window pool
-  int extra_tokens = 2048;       // each sequence's tokens in the compressed pool
-  double kv_sigma = 0.3;         // spread of the kv values (logit spread follows)
+  int window_tokens = 128;  // each sequence's tokens in the window pool
+  int extra_tokens = 2048;  // each sequence's tokens in the compressed pool
+  double kv_sigma = 0.3;    // spread of the kv values (logit spread follows)
   Damage damage;
-  int sink_kind = 0;             // 0 random N(0,1), 1 none, 2 +inf, 3 -inf, 4 +80 (large), 5 -1e4, 6 mixed
+  int sink_kind = 0;  // 0 random N(0,1), 1 none, 2 +inf, 3 -inf, 4 +80 (large), 5 -1e4, 6 mixed
 };
 DecodeCase make_decode_case(const DecodeShape& shape, std::mt19937_64& gen);
 
@@ -115,14 +115,14 @@ enum class ProbsKind { bf16, fp32 };
 // Per query row and head: the oracle's output and what the checks need (docs/cuda-attention.md,
 // "Checks"). lse and max_logit come from the oracle's own logits f32(scale * f32(q.kv)).
 struct Expected {
-  ref::Mat out;         // [rows, H*d] the oracle (official policy, or official with fp32 probabilities)
-  ref::Mat lse;         // [rows, H] natural log, sink excluded; +inf for no valid slot
-  ref::Mat max_logit;   // [rows, H] -inf for no valid slot
-  ref::Mat weight_abs;  // [rows, H*d] C = sum_j w_j |v_j|, w_j = e^(s_j - M) / (sum e^(s_i - M) + e^(sink - M))
-  ref::Mat weight_sq;   // [rows, H*d] sum_j (w_j v_j)^2
-  ref::Mat rho_det;     // [rows, H] relative bound of everything but the probability rounding
-  ref::Mat lse_bound;   // [rows, H]
-  ref::Mat logit_bound; // [rows, H] D: how far a kernel's fp32-accumulated logit may be from the oracle's
+  ref::Mat out;          // [rows, H*d] the oracle (official policy, or official with fp32 probabilities)
+  ref::Mat lse;          // [rows, H] natural log, sink excluded; +inf for no valid slot
+  ref::Mat max_logit;    // [rows, H] -inf for no valid slot
+  ref::Mat weight_abs;   // [rows, H*d] C = sum_j w_j |v_j|, w_j = e^(s_j - M) / (sum e^(s_i - M) + e^(sink - M))
+  ref::Mat weight_sq;    // [rows, H*d] sum_j (w_j v_j)^2
+  ref::Mat rho_det;      // [rows, H] relative bound of everything but the probability rounding
+  ref::Mat lse_bound;    // [rows, H]
+  ref::Mat logit_bound;  // [rows, H] D: how far a kernel's fp32-accumulated logit may be from the oracle's
   int n_heads = 0, head_dim = 0;
   ProbsKind probs = ProbsKind::bf16;
 };

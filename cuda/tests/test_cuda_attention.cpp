@@ -26,8 +26,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -41,6 +41,8 @@
 #include "cuda/tests/attention_cases.h"
 #include "cuda/tests/harness.h"
 #include "reference/config.h"
+#include "reference/kv_cache.h"
+#include "reference/layer.h"
 #include "reference/numerics/bf16.h"
 #include "reference/precision.h"
 #include "reference/primitives/rope.h"
@@ -48,8 +50,6 @@
 #include "reference/weights.h"
 #include "verify/layouts/flashmla_model1.h"
 #include "verify/replay/backend.h"
-#include "reference/layer.h"
-#include "reference/kv_cache.h"
 
 using namespace dsv4;
 using namespace dsv4::cuda::attention;
@@ -98,7 +98,8 @@ std::vector<uint8_t> model1_pool(const Mat& rows, int page_size) {
   }
   const int64_t used = int64_t{584} * page_size;  // data + scales of a page; the rest is padding
   for (int64_t p = 0; p < rows.rows() / page_size; ++p)
-    std::fill(bytes.begin() + p * layout.page_bytes() + used, bytes.begin() + (p + 1) * layout.page_bytes(), uint8_t{0xFF});
+    std::fill(bytes.begin() + p * layout.page_bytes() + used, bytes.begin() + (p + 1) * layout.page_bytes(),
+              uint8_t{0xFF});
   return bytes;
 }
 
@@ -118,7 +119,8 @@ struct DeviceDecode {
   explicit DeviceDecode(const DecodeCase& dc)
       : c(dc),
         pool(upload(dc.pool_rows.rows() ? model1_pool(dc.pool_rows, dc.page_size) : std::vector<uint8_t>{})),
-        extra_pool(upload(dc.extra_rows.rows() ? model1_pool(dc.extra_rows, dc.extra_page_size) : std::vector<uint8_t>{})),
+        extra_pool(
+            upload(dc.extra_rows.rows() ? model1_pool(dc.extra_rows, dc.extra_page_size) : std::vector<uint8_t>{})),
         list(upload(dc.list)),
         extra_list(upload(dc.extra_list)),
         lengths(upload(dc.lengths)),
@@ -255,8 +257,8 @@ void check_exact(const std::vector<float>& got, const std::vector<double>& want,
       ++bad;
     }
   CHECK_MESSAGE(bad == 0, what << ": " << bad << " elements differ; first at row " << first / cols << ", column "
-                                << first % cols << ": got " << (first >= 0 ? got[static_cast<size_t>(first)] : 0.0f)
-                                << ", want " << (first >= 0 ? want[static_cast<size_t>(first)] : 0.0));
+                               << first % cols << ": got " << (first >= 0 ? got[static_cast<size_t>(first)] : 0.0f)
+                               << ", want " << (first >= 0 ? want[static_cast<size_t>(first)] : 0.0));
 }
 
 }  // namespace
@@ -278,7 +280,8 @@ TEST_CASE("v3 pieces: one wgmma QK tile (64 heads x 64 slots over 512 dims) is t
     for (int j = 0; j < 64; ++j) {
       double acc = 0;
       for (int d = 0; d < 512; ++d)
-        acc += static_cast<double>(ref::bf16_decode(q[static_cast<size_t>(h * 512 + d)])) * ref::bf16_decode(k[static_cast<size_t>(j * 512 + d)]);
+        acc += static_cast<double>(ref::bf16_decode(q[static_cast<size_t>(h * 512 + d)])) *
+               ref::bf16_decode(k[static_cast<size_t>(j * 512 + d)]);
       want[static_cast<size_t>(h * 64 + j)] = acc;
     }
   check_exact(ds.download(), want, 64, "S = q k^T (row: head, column: slot)");
@@ -291,7 +294,8 @@ TEST_CASE("v3 pieces: one wgmma PV tile (the k tile read transposed as V) is the
   std::mt19937_64 gen = c_in->rng();
   for (int planes : {1, 3}) {
     CAPTURE(planes);
-    const std::vector<uint16_t> p = grid_codes(static_cast<size_t>(planes) * 64 * 64, gen), v = grid_codes(64 * 512, gen);
+    const std::vector<uint16_t> p = grid_codes(static_cast<size_t>(planes) * 64 * 64, gen),
+                                v = grid_codes(64 * 512, gen);
     DeviceBuffer<uint16_t> dp(p), dv(v);
     GuardedBuffer<float> dout(64 * 512);
     dout.poison(0xFF);
@@ -303,7 +307,8 @@ TEST_CASE("v3 pieces: one wgmma PV tile (the k tile read transposed as V) is the
       for (int h = 0; h < 64; ++h)
         for (int j = 0; j < 64; ++j) {
           const double w = ref::bf16_decode(p[static_cast<size_t>((plane * 64 + h) * 64 + j)]);
-          for (int d = 0; d < 512; ++d) want[static_cast<size_t>(h * 512 + d)] += w * ref::bf16_decode(v[static_cast<size_t>(j * 512 + d)]);
+          for (int d = 0; d < 512; ++d)
+            want[static_cast<size_t>(h * 512 + d)] += w * ref::bf16_decode(v[static_cast<size_t>(j * 512 + d)]);
         }
     check_exact(dout.download(), want, 512, "O = P V (row: head, column: dim)");
   }
@@ -326,7 +331,8 @@ TEST_CASE("v4 pieces: each consumer's QK over all 64 slots is the exact product,
     for (int j = 0; j < 64; ++j) {
       double acc = 0;
       for (int d = 0; d < 512; ++d)
-        acc += static_cast<double>(ref::bf16_decode(q[static_cast<size_t>(h * 512 + d)])) * ref::bf16_decode(k[static_cast<size_t>(j * 512 + d)]);
+        acc += static_cast<double>(ref::bf16_decode(q[static_cast<size_t>(h * 512 + d)])) *
+               ref::bf16_decode(k[static_cast<size_t>(j * 512 + d)]);
       want[static_cast<size_t>(h * 64 + j)] = want[static_cast<size_t>(4096 + h * 64 + j)] = acc;
     }
   check_exact(ds.download(), want, 64, "S = q k^T (row: consumer * 64 + head, column: slot)");
@@ -366,7 +372,8 @@ TEST_CASE("v4 pieces: one PV tile with P from registers is the exact product, 1 
     for (int h = 0; h < 64; ++h)
       for (int j = 0; j < 64; ++j) {
         const double w = prob[static_cast<size_t>(h * 64 + j)];  // planes 3 sum to it exactly; planes 1: on the grid
-        for (int d = 0; d < 512; ++d) want[static_cast<size_t>(h * 512 + d)] += w * ref::bf16_decode(v[static_cast<size_t>(j * 512 + d)]);
+        for (int d = 0; d < 512; ++d)
+          want[static_cast<size_t>(h * 512 + d)] += w * ref::bf16_decode(v[static_cast<size_t>(j * 512 + d)]);
       }
     check_exact(dout.download(), want, 512, "O = P V (row: head, column: dim)");
   }
@@ -417,7 +424,8 @@ TEST_CASE("v3 pieces: the producer gathers and dequantizes decode blocks exactly
         }
         bad_rows += !row_ok;
       }
-      CHECK_MESSAGE(bad_rows == 0, bad_rows << " of 64 tile rows differ from the dequantized tokens (zeros if invalid)");
+      CHECK_MESSAGE(bad_rows == 0,
+                    bad_rows << " of 64 tile rows differ from the dequantized tokens (zeros if invalid)");
       CHECK_MESSAGE(bad_bits == 0, bad_bits << " validity bits wrong");
     }
 }
@@ -795,8 +803,8 @@ TEST_CASE("prefill: the oracle-typed wrapper equals ref::sparse_mqa") {
   std::mt19937_64 gen = c_in->rng();
   const PrefillCase c = testing::make_prefill_case(s, gen);
   const testing::OracleInputs in = c.oracle_inputs();
-  const Mat got = cuda::attention::sparse_mqa(in.q, in.kv, in.sink, in.indices, in.n_heads, in.scale, Probs::bf16,
-                                              Variant::v1);
+  const Mat got =
+      cuda::attention::sparse_mqa(in.q, in.kv, in.sink, in.indices, in.n_heads, in.scale, Probs::bf16, Variant::v1);
   const Expected e = testing::expected(in, ProbsKind::bf16);
   const Check ch = testing::check_out_bitwise(e, testing::bf16_codes(got), 1);
   CHECK_MESSAGE(ch.ok, ch.report);
@@ -886,7 +894,8 @@ TEST_CASE("output path: grouped wo_a within the fp32-accumulation bound") {
     const Index width = static_cast<Index>(cfg.n_heads) * cfg.head_dim / cfg.o_groups;
     ref::AttentionWeights w;
     w.wo_a.resize(static_cast<Index>(cfg.o_groups) * cfg.o_lora_rank, width);
-    for (Index i = 0; i < w.wo_a.size(); ++i) w.wo_a.data()[i] = ref::round_to(ref::Storage::bf16, n01(gen) / std::sqrt(double(width)));
+    for (Index i = 0; i < w.wo_a.size(); ++i)
+      w.wo_a.data()[i] = ref::round_to(ref::Storage::bf16, n01(gen) / std::sqrt(double(width)));
     Mat o(9, static_cast<Index>(cfg.n_heads) * cfg.head_dim);
     for (Index i = 0; i < o.size(); ++i) o.data()[i] = ref::round_to(ref::Storage::bf16, 0.1 * n01(gen));
     const Mat want = ref::grouped_wo_a(w, o, cfg, p);
@@ -904,7 +913,8 @@ TEST_CASE("output path: grouped wo_a within the fp32-accumulation bound") {
           // cuBLAS accumulates the K = width exact bf16 products in fp32 in an order (and split)
           // of its own: at most one fp32 ulp of the running magnitude per addition, K 2^-23 sum|o w|,
           // doubled for truncating adders; then both results round to bf16 (2^-8 of each).
-          const double bound = static_cast<double>(width) * 0x1p-22 * mag + 0x1p-8 * (std::fabs(got(t, col)) + std::fabs(want(t, col)));
+          const double bound =
+              static_cast<double>(width) * 0x1p-22 * mag + 0x1p-8 * (std::fabs(got(t, col)) + std::fabs(want(t, col)));
           const double err = std::fabs(got(t, col) - want(t, col));
           if (bound > 0) worst = std::max(worst, err / bound);
           bad += err > bound;

@@ -21,12 +21,12 @@
 #include <set>
 #include <vector>
 
-#include "cuda/common/numerics.cuh"
 #include "cuda/attention/mma_layout.cuh"
 #include "cuda/attention/model1_codec.cuh"
 #include "cuda/attention/slot_source.cuh"
 #include "cuda/attention/sparse_mqa_api.h"
 #include "cuda/attention/v3_layout.cuh"
+#include "cuda/common/numerics.cuh"
 #include "cuda/tests/attention_cases.h"
 #include "reference/config.h"
 #include "reference/numerics/bf16.h"
@@ -91,7 +91,8 @@ TEST_CASE("model1 offsets agree with the layout contract (verify/layouts/flashml
   for (int page : {1, 2, 53, 61, 64, 69, 256, 576}) {
     const layouts::Model1Layout l{page};
     CHECK(model1_page_bytes(page) == l.page_bytes());
-    for (int64_t token : {int64_t{0}, int64_t{1}, int64_t{page - 1}, int64_t{page}, int64_t{7 * page + page / 2}, int64_t{100000}}) {
+    for (int64_t token :
+         {int64_t{0}, int64_t{1}, int64_t{page - 1}, int64_t{page}, int64_t{7 * page + page / 2}, int64_t{100000}}) {
       CHECK(model1_data_offset(token, page, l.page_bytes()) == l.data_offset(token));
       CHECK(model1_scale_offset(token, page, l.page_bytes()) == l.scale_offset(token));
       CHECK(model1_data_offset(token, page, l.page_bytes()) % 16 == 0);  // the kernels' 16-byte copies
@@ -112,13 +113,13 @@ TEST_CASE("slot resolution: invalid entries, lengths and the two lists") {
   rs.extra_list = extra;
   rs.topk = 6;
   rs.extra_topk = 5;
-  rs.length = 5;        // slot 5 (entry 3) is past the length
+  rs.length = 5;  // slot 5 (entry 3) is past the length
   rs.extra_length = 5;
   static uint8_t pool_bytes[1], extra_bytes[1];
-  rs.pool = PoolView{pool_bytes, 4, model1_page_bytes(4), 8};            // tokens 0..7
-  rs.extra_pool = PoolView{extra_bytes, 2, model1_page_bytes(2), 6};     // tokens 0..5
-  const bool want[] = {true, false, true, true, false, false,   // window: 0 ok, -1, 5 ok, 7 ok, INT_MIN, past length
-                       true, false, false, true, false};       // extra: 2 ok, 9 >= 6, negative, 1 ok, INT_MAX
+  rs.pool = PoolView{pool_bytes, 4, model1_page_bytes(4), 8};         // tokens 0..7
+  rs.extra_pool = PoolView{extra_bytes, 2, model1_page_bytes(2), 6};  // tokens 0..5
+  const bool want[] = {true, false, true,  true, false, false,  // window: 0 ok, -1, 5 ok, 7 ok, INT_MIN, past length
+                       true, false, false, true, false};        // extra: 2 ok, 9 >= 6, negative, 1 ok, INT_MAX
   for (int slot = 0; slot < rs.total(); ++slot) {
     const uint8_t* data = nullptr;
     const uint8_t* scales = nullptr;
@@ -205,7 +206,8 @@ TEST_CASE("v2 shared memory plans: aligned, disjoint, within the 227 KiB of a bl
   const Plan d = decode_plan(), p = prefill_plan();
   CHECK(d.total <= 232448u);
   CHECK(p.total <= 232448u);
-  for (uint32_t off : {d.q, d.k0, d.raw0, d.raw1, d.state, d.mask, p.q, p.k0, p.k1, p.sp, p.state, p.mask}) CHECK(off % 16 == 0);
+  for (uint32_t off : {d.q, d.k0, d.raw0, d.raw1, d.state, d.mask, p.q, p.k0, p.k1, p.sp, p.state, p.mask})
+    CHECK(off % 16 == 0);
   // decode: q | k | raw0 | raw1 | state | mask, S / P inside a raw buffer
   CHECK(d.k0 >= d.q + kMatrixBytes);
   CHECK(d.raw0 >= d.k0 + kMatrixBytes);
@@ -243,7 +245,8 @@ uint32_t k_major_element(uint64_t d, int mn, int k) {
 }
 uint32_t mn_major_element(uint64_t d, int k, int mn) {
   const Fields f = fields(d);
-  return swizzle128(f.start + static_cast<uint32_t>((mn % 64) * 2 + (mn / 64) * f.lbo + (k % 8) * 128 + (k / 8) * f.sbo));
+  return swizzle128(f.start +
+                    static_cast<uint32_t>((mn % 64) * 2 + (mn / 64) * f.lbo + (k % 8) * 128 + (k / 8) * f.sbo));
 }
 // Where the kernel stores element `dim` of row `row` of a tile (mma_layout.cuh matrix_offset).
 uint32_t stored(uint32_t tile, int row, int dim) {
@@ -255,7 +258,8 @@ TEST_CASE("v3 wgmma descriptors: every operand element read is the element writt
   using namespace v3e;
   for (int planes : {1, 3}) {
     const v3::Plan pl = v3::plan(planes);
-    for (uint64_t d : {v3::k_major_desc(v3::k_major_start(pl.q, 0, 5)), v3::mn_major_desc(v3::mn_major_start(pl.k[1], 4, 3))}) {
+    for (uint64_t d :
+         {v3::k_major_desc(v3::k_major_start(pl.q, 0, 5)), v3::mn_major_desc(v3::mn_major_start(pl.k[1], 4, 3))}) {
       CHECK(fields(d).swizzle == 1);  // 128-byte
       CHECK(fields(d).base_offset == 0);
     }
@@ -264,7 +268,8 @@ TEST_CASE("v3 wgmma descriptors: every operand element read is the element writt
     for (int ks = 0; ks < 32; ++ks)
       for (int m = 0; m < 64; ++m)
         for (int k = 0; k < 16; ++k)
-          mismatches += k_major_element(v3::k_major_desc(v3::k_major_start(pl.q, 0, ks)), m, k) != stored(pl.q, m, 16 * ks + k);
+          mismatches +=
+              k_major_element(v3::k_major_desc(v3::k_major_start(pl.q, 0, ks)), m, k) != stored(pl.q, m, 16 * ks + k);
     // QK, B = k tile of stage s: slots 32c .. 32c+31 x dims 16ks ..
     for (int s = 0; s < v3::kStages; ++s)
       for (int c = 0; c < 2; ++c)
@@ -278,8 +283,8 @@ TEST_CASE("v3 wgmma descriptors: every operand element read is the element writt
       for (int ks = 0; ks < 4; ++ks)
         for (int m = 0; m < 64; ++m)
           for (int k = 0; k < 16; ++k)
-            mismatches += k_major_element(v3::k_major_desc(v3::k_major_start(pl.p + plane * v3::kPTile, 0, ks)), m, k) !=
-                          pl.p + v3::p_element_offset(plane, m, 16 * ks + k);
+            mismatches += k_major_element(v3::k_major_desc(v3::k_major_start(pl.p + plane * v3::kPTile, 0, ks)), m,
+                                          k) != pl.p + v3::p_element_offset(plane, m, 16 * ks + k);
     // PV, B = the k tile read transposed: slots 16ks .. (K) x dims 256c .. 256c+255 (N)
     for (int s = 0; s < v3::kStages; ++s)
       for (int c = 0; c < 2; ++c)
@@ -301,7 +306,8 @@ TEST_CASE("v4 wgmma operands: QK's B over all 64 slots, and P's register fragmen
     for (int ks = 0; ks < 32; ++ks)
       for (int n = 0; n < 64; ++n)
         for (int k = 0; k < 16; ++k)
-          mismatches += k_major_element(v3::k_major_desc(v3::k_major_start(pl.k[s], 0, ks)), n, k) != stored(pl.k[s], n, 16 * ks + k);
+          mismatches += k_major_element(v3::k_major_desc(v3::k_major_start(pl.k[s], 0, ks)), n, k) !=
+                        stored(pl.k[s], n, 16 * ks + k);
   CHECK(mismatches == 0);
   // PV's A from registers (v4::pv_block_regs): word k of k-step ks packs accumulator elements
   // 8ks + 2k (low half) and 8ks + 2k + 1; the A fragment of m64nNk16 (per warp, as mma.m16n8k16's A)
@@ -314,7 +320,7 @@ TEST_CASE("v4 wgmma operands: QK's B over all 64 slots, and P's register fragmen
           CHECK(v3::acc_row(t, e) == 16 * (t / 32) + lane / 4 + 8 * (k % 2));
           CHECK(v3::acc_col(t, e) == 16 * ks + 2 * (lane % 4) + 8 * (k / 2) + half);
         }
-  CHECK(pl.p == pl.xmax);  // no p tiles: P lives in registers
+  CHECK(pl.p == pl.xmax);   // no p tiles: P lives in registers
   CHECK(pl.mask % 8 == 0);  // v4 reads a stage's four 16-bit validity words as one 64-bit word
   CHECK(v3::smem_request(0) <= 232448u);
 }
@@ -363,8 +369,8 @@ TEST_CASE("v3 fragments: the accumulator map and the producer share each cover t
   CHECK(chunks.size() == 64u);
   CHECK(*chunks.rbegin() == 63);
   CHECK(v3::even_lane_bits(0xFFFFFFFFu) == 0xFFFFu);
-  CHECK(v3::even_lane_bits(0x5u) == 0x3u);          // lanes 0 and 2: tokens 0 and 1
-  CHECK(v3::even_lane_bits(0x80000000u) == 0u);     // odd lanes are ignored
+  CHECK(v3::even_lane_bits(0x5u) == 0x3u);       // lanes 0 and 2: tokens 0 and 1
+  CHECK(v3::even_lane_bits(0x80000000u) == 0u);  // odd lanes are ignored
   CHECK(v3::even_lane_bits(0x40000000u) == 0x8000u);
 }
 
@@ -404,7 +410,7 @@ TEST_CASE("decode_splits: one split when the grid fills the GPU, else whole bloc
   CHECK(decode_splits(64, 2, 128, 1152, 132) == 1);  // 256
   CHECK(decode_splits(2, 2, 64, 640, 132) == 10);    // 4 blocks: 33 would fit, 10 slot blocks
   CHECK(decode_splits(1, 1, 64, 4096, 132) == 64);
-  CHECK(decode_splits(4, 2, 64, 64, 132) == 1);      // one slot block: nothing to split
+  CHECK(decode_splits(4, 2, 64, 64, 132) == 1);  // one slot block: nothing to split
   CHECK(decode_splits(3, 1, 64, 0, 132) == 1);
 }
 

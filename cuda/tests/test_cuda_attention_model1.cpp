@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "cuda/common/numerics.cuh"
 #include "cuda/attention/model1_codec.cuh"
+#include "cuda/common/numerics.cuh"
 #include "cuda/tests/attention_cases.h"
 #include "verify/layouts/flashmla_model1.h"
 

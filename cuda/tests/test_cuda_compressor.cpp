@@ -112,7 +112,7 @@ std::vector<float> floats(const Mat& m) {
 // ---- one sequence: its projections and the oracle's state ------------------------------------
 
 struct Sequence {
-  Mat kv, score;  // [S, width] fp32 values: the projections of all its tokens
+  Mat kv, score;             // [S, width] fp32 values: the projections of all its tokens
   ref::CompressorWeights w;  // one-hot weights (see the file comment), shared ape and norm
   ref::CompressorState state;
   ref::OnlineC128State online;
@@ -122,8 +122,8 @@ struct Sequence {
 // The shared weights of a setup and the layer's RoPE table (official policy).
 struct Layer {
   Setup su;
-  Mat ape;       // [r, width] fp32
-  ref::Vec norm; // [d] bf16 values
+  Mat ape;        // [r, width] fp32
+  ref::Vec norm;  // [d] bf16 values
   ref::RopeTable rope;
   double eps;
   ref::PrecisionPolicy policy = ref::PrecisionPolicy::official();
@@ -241,7 +241,11 @@ struct Gpu {
   cuda::CompressorParams params;
 
   Gpu(const Layer& layer, Variant v, int states)
-      : L(layer), variant(v), n_states(states), ape(floats(layer.ape)), norm(floats(Mat(layer.norm.transpose()))),
+      : L(layer),
+        variant(v),
+        n_states(states),
+        ape(floats(layer.ape)),
+        norm(floats(Mat(layer.norm.transpose()))),
         rope(cuda::rope_table(layer.rope, layer.su.ratio, kRopeEntries)),
         state_kv(static_cast<size_t>(states * cuda::state_floats(layer.su.ratio, layer.su.d))),
         state_score(static_cast<size_t>(states * cuda::state_floats(layer.su.ratio, layer.su.d))),
@@ -288,7 +292,8 @@ struct Gpu {
         for (int c = 0; c < width; ++c) {
           const size_t i = static_cast<size_t>(s * state_size() + r * width + c);
           bad += std::bit_cast<uint32_t>(kv[i]) != std::bit_cast<uint32_t>(static_cast<float>(seqs[s].state.kv(r, c)));
-          bad += std::bit_cast<uint32_t>(sc[i]) != std::bit_cast<uint32_t>(static_cast<float>(seqs[s].state.score(r, c)));
+          bad +=
+              std::bit_cast<uint32_t>(sc[i]) != std::bit_cast<uint32_t>(static_cast<float>(seqs[s].state.score(r, c)));
         }
       CHECK_MESSAGE(bad == 0, "sequence " << s << " at position " << seqs[s].pos << ": " << bad
                                           << " state values differ from the oracle");
@@ -360,7 +365,8 @@ void compare_entries(const Layer& L, const Sequence& q, const ref::CompressorOut
     }
   }
   // The oracle's post-processing of the kernel's own pooled values, against the kernel's entries.
-  const Mat expect = ref::postprocess_entries(q.w, L.su.kind, kernel_pooled, oracle.first_entry, L.rope, L.eps, L.policy);
+  const Mat expect =
+      ref::postprocess_entries(q.w, L.su.kind, kernel_pooled, oracle.first_entry, L.rope, L.eps, L.policy);
   for (int64_t i = 0; i < n; ++i) {
     bool same = true;
     for (int c = 0; c < d; ++c)
@@ -410,8 +416,8 @@ void prefill_call(Gpu& g, std::vector<Sequence>& seqs, const std::vector<int64_t
     cuda::c4_prefill(g.params, plan, dkv.get(), dsc.get(), g.state_kv.get(), g.state_score.get(), out.entries.get(),
                      out.pooled.get(), g.variant);
   else
-    cuda::c128_prefill(g.params, plan, dkv.get(), dsc.get(), g.state_kv.get(), g.state_score.get(),
-                       out.entries.get(), out.pooled.get(), g.variant);
+    cuda::c128_prefill(g.params, plan, dkv.get(), dsc.get(), g.state_kv.get(), g.state_score.get(), out.entries.get(),
+                       out.pooled.get(), g.variant);
   CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<uint16_t> e;
   std::vector<float> p;
@@ -419,7 +425,8 @@ void prefill_call(Gpu& g, std::vector<Sequence>& seqs, const std::vector<int64_t
   CHECK(dkv.damaged_guard_bytes() == 0);
   for (size_t i = 0; i < seqs.size(); ++i) {
     const ref::CompressorOutput oracle = L.oracle(seqs[i], lengths[i]);
-    REQUIRE(oracle.pooled.rows() == plan.entry_offset(static_cast<int>(i) + 1) - plan.entry_offset(static_cast<int>(i)));
+    REQUIRE(oracle.pooled.rows() ==
+            plan.entry_offset(static_cast<int>(i) + 1) - plan.entry_offset(static_cast<int>(i)));
     compare_entries(L, seqs[i], oracle, e, p, plan.entry_offset(static_cast<int>(i)), false, tally);
     seqs[i].pos += lengths[i];
   }
@@ -507,12 +514,12 @@ TEST_CASE("extend from mid-block and block-boundary positions in one ragged batc
     for (Variant v : variants(su.ratio)) {
       const int r = su.ratio;
       // First calls end before, on and after block boundaries; second calls cross one or two.
-      const std::vector<int64_t> first = r == 4 ? std::vector<int64_t>{2, 3, 4, 5, 8, 1, 6}
-                                                : std::vector<int64_t>{126, 127, 128, 129, 1, 200};
-      const std::vector<int64_t> second = r == 4 ? std::vector<int64_t>{1, 2, 5, 7, 4, 0, 9}
-                                                 : std::vector<int64_t>{2, 1, 128, 255, 127, 56};
-      const auto c = Case::select(
-          su.id("compressor_extend").with("first", first).with("second", second).with("variant", v));
+      const std::vector<int64_t> first =
+          r == 4 ? std::vector<int64_t>{2, 3, 4, 5, 8, 1, 6} : std::vector<int64_t>{126, 127, 128, 129, 1, 200};
+      const std::vector<int64_t> second =
+          r == 4 ? std::vector<int64_t>{1, 2, 5, 7, 4, 0, 9} : std::vector<int64_t>{2, 1, 128, 255, 127, 56};
+      const auto c =
+          Case::select(su.id("compressor_extend").with("first", first).with("second", second).with("variant", v));
       if (!c) continue;
       INFO(c->reproduce());
       std::mt19937_64 gen = c->rng();
@@ -565,8 +572,8 @@ TEST_CASE("online C128 prefill extend and decode match the oracle's online form"
     const std::vector<int64_t> first{1, 126, 127, 128, 129, 255, 0, 256};
     const std::vector<int64_t> second{2, 1, 128, 3, 127, 1, 130, 0};
     const int steps = 3;
-    const auto c = Case::select(CaseId("c128_online").with("d", d).with("first", first).with("second", second)
-                                    .with("steps", steps));
+    const auto c = Case::select(
+        CaseId("c128_online").with("d", d).with("first", first).with("second", second).with("steps", steps));
     if (!c) continue;
     INFO(c->reproduce());
     std::mt19937_64 gen = c->rng();
@@ -643,7 +650,8 @@ TEST_CASE("online C128 prefill extend and decode match the oracle's online form"
       out.check_canaries(std::vector<bool>(static_cast<size_t>(plan.n_entries()), true), e, p);
       for (size_t i = 0; i < seqs.size(); ++i) {
         const ref::CompressorOutput oracle = L.oracle_online(seqs[i], lengths[i]);
-        REQUIRE(oracle.pooled.rows() == plan.entry_offset(static_cast<int>(i) + 1) - plan.entry_offset(static_cast<int>(i)));
+        REQUIRE(oracle.pooled.rows() ==
+                plan.entry_offset(static_cast<int>(i) + 1) - plan.entry_offset(static_cast<int>(i)));
         compare_entries(L, seqs[i], oracle, e, p, plan.entry_offset(static_cast<int>(i)), true, tally);
         seqs[i].pos += lengths[i];
       }
@@ -684,7 +692,8 @@ TEST_CASE("online C128 prefill extend and decode match the oracle's online form"
       }
       check_online_state();
     }
-    check_tally(tally, Variant::v3, book);  // one version: held to the v3 allowance (its post-processing sums as a tree)
+    check_tally(tally, Variant::v3,
+                book);  // one version: held to the v3 allowance (its post-processing sums as a tree)
     CHECK(state_violations == 0);
   }
   MESSAGE(book.table());
@@ -739,15 +748,18 @@ GpuRun run_split(const Layer& L, Variant v, bool online, const Sequence& q, cons
         cuda::c4_decode(g.params, plan, dkv.get(), dsc.get(), g.state_kv.get(), g.state_score.get(), e.get(), p.get(),
                         decode_version);
       else
-        cuda::c128_decode(g.params, plan, dkv.get(), dsc.get(), g.state_kv.get(), g.state_score.get(), e.get(), p.get(), v);
+        cuda::c128_decode(g.params, plan, dkv.get(), dsc.get(), g.state_kv.get(), g.state_score.get(), e.get(), p.get(),
+                          v);
     } else {
       const cuda::BatchPlan plan({{pos, static_cast<int32_t>(len), 0, 0}}, r);
       if (online)
         cuda::c128_online_prefill(g.params, plan, dkv.get(), dsc.get(), g.online_state.get(), e.get(), p.get());
       else if (r == 4)
-        cuda::c4_prefill(g.params, plan, dkv.get(), dsc.get(), g.state_kv.get(), g.state_score.get(), e.get(), p.get(), v);
+        cuda::c4_prefill(g.params, plan, dkv.get(), dsc.get(), g.state_kv.get(), g.state_score.get(), e.get(), p.get(),
+                         v);
       else
-        cuda::c128_prefill(g.params, plan, dkv.get(), dsc.get(), g.state_kv.get(), g.state_score.get(), e.get(), p.get(), v);
+        cuda::c128_prefill(g.params, plan, dkv.get(), dsc.get(), g.state_kv.get(), g.state_score.get(), e.get(),
+                           p.get(), v);
     }
     CUDA_CHECK(cudaDeviceSynchronize());
     if (n > 0) {
@@ -801,8 +813,8 @@ TEST_CASE("on the GPU prefill equals decode one by one and chunked splits bitwis
     for (Variant v : variants(k.su.ratio)) {
       if (k.online && v != Variant::v3) continue;  // online C128 has one version
       const int64_t s = k.su.ratio == 4 ? 37 : 300;
-      const std::vector<int64_t> chunked =
-          k.su.ratio == 4 ? std::vector<int64_t>{5, 0, 3, 11, 0, 0, 15} : std::vector<int64_t>{100, 27, 0, 1, 129, 0, 41};
+      const std::vector<int64_t> chunked = k.su.ratio == 4 ? std::vector<int64_t>{5, 0, 3, 11, 0, 0, 15}
+                                                           : std::vector<int64_t>{100, 27, 0, 1, 129, 0, 41};
       const auto c = Case::select(k.id("compressor_splits").with("s", s).with("chunked", chunked).with("variant", v));
       if (!c) continue;
       INFO(c->reproduce());
@@ -877,7 +889,8 @@ TEST_CASE("the oracle-typed wrapper equals the oracle at V4-Flash dims") {
     Tally tally;
     std::vector<uint16_t> e;
     std::vector<float> p;
-    for (Index i = 0; i < got.entries.size(); ++i) e.push_back(cuda::bf16_bits(static_cast<float>(got.entries.data()[i])));
+    for (Index i = 0; i < got.entries.size(); ++i)
+      e.push_back(cuda::bf16_bits(static_cast<float>(got.entries.data()[i])));
     for (Index i = 0; i < got.pooled.size(); ++i) p.push_back(static_cast<float>(got.pooled.data()[i]));
     compare_entries(L, q, want, e, p, 0, false, tally);
     check_tally(tally, Variant::v3, book);

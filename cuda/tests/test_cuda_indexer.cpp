@@ -116,7 +116,8 @@ struct Inputs {
   DeviceBuffer<uint8_t> dq_codes, dq_scales, dk_codes, dk_scales;
   DeviceBuffer<float> dw;
 
-  Inputs(int64_t s, int64_t n_keys, int h, IndexerFormat f, int64_t start_pos, std::mt19937_64& gen) : heads(h), format(f) {
+  Inputs(int64_t s, int64_t n_keys, int h, IndexerFormat f, int64_t start_pos, std::mt19937_64& gen)
+      : heads(h), format(f) {
     const ref::RopeTable rope =
         ref::RopeTable::for_layer(ref::ModelConfig::flash(), 4, policy(f, true, ScoreStorage::bf16));
     q_values = vectors(projection(s, heads, gen), start_pos, rope, heads, f, true, q);
@@ -142,7 +143,8 @@ struct Inputs {
   float logit(int64_t i, int64_t j, ScoreStorage st) const {
     const auto head = [&](int h) {
       const int64_t vec = i * heads + h;
-      return cuda::VectorView{q.codes.data() + vec * cuda::code_bytes(format), q.scales.data() + vec * 4, format, false};
+      return cuda::VectorView{q.codes.data() + vec * cuda::code_bytes(format), q.scales.data() + vec * 4, format,
+                              false};
     };
     const cuda::VectorView key{k.codes.data() + j * cuda::code_bytes(format), k.scales.data() + j * 4, format, false};
     return cuda::logit_serial(head, w.data() + i * heads, key, heads, st);
@@ -175,7 +177,8 @@ struct Compare {
 // codes and bf16 scores (the official policy: logits_tile.cuh's exactness argument); otherwise
 // (FP8 codes: the tensor core's fp32 sum; fp32 scores: DeepGEMM's fma and tree-order head sum)
 // within DeepGEMM's calc_diff tolerance of the storage's.
-void check_logits(const Compare& c, Variant v, IndexerFormat f, ScoreStorage s, TallyBook& book, const std::string& what) {
+void check_logits(const Compare& c, Variant v, IndexerFormat f, ScoreStorage s, TallyBook& book,
+                  const std::string& what) {
   CHECK(c.compared > 0);
   CHECK(c.nan == 0);
   CHECK(c.mask_mismatch == 0);
@@ -185,8 +188,8 @@ void check_logits(const Compare& c, Variant v, IndexerFormat f, ScoreStorage s, 
   } else {
     // DeepGEMM tests/test_attention.py: simulated-reference tolerance 5e-6 (fp32 logits), 3e-5 (bf16).
     CHECK(c.calc_diff() < (s == ScoreStorage::fp32 ? 5e-6 : 3e-5));
-    MESSAGE(what << ": " << c.compared - c.differing << " of " << c.compared << " logits bitwise the oracle's, calc_diff "
-                 << c.calc_diff());
+    MESSAGE(what << ": " << c.compared - c.differing << " of " << c.compared
+                 << " logits bitwise the oracle's, calc_diff " << c.calc_diff());
   }
   cuda::testing::Tally t;
   t.compared = c.compared;
@@ -209,8 +212,12 @@ TEST_CASE("indexer q path v1 and v2 equal the oracle's indexer_q and indexer_wei
       for (Variant v : {Variant::v1, Variant::v2}) {
         const int64_t s = 37, start_pos = 4093;
         const int heads = 64;
-        const auto c = Case::select(CaseId("indexer_q").with("format", cuda::format_name(f)).with("hadamard", hadamard)
-                                        .with("s", s).with("start_pos", start_pos).with("variant", v));
+        const auto c = Case::select(CaseId("indexer_q")
+                                        .with("format", cuda::format_name(f))
+                                        .with("hadamard", hadamard)
+                                        .with("s", s)
+                                        .with("start_pos", start_pos)
+                                        .with("variant", v));
         if (!c) continue;
         INFO(c->reproduce());
         std::mt19937_64 gen = c->rng();
@@ -229,13 +236,16 @@ TEST_CASE("indexer q path v1 and v2 equal the oracle's indexer_q and indexer_wei
         const Mat want_w = ref::indexer_weights(w, Mat::Identity(s, s), cfg, p);
 
         std::vector<uint16_t> x(static_cast<size_t>(q_proj.size())), wx(static_cast<size_t>(w_proj.size()));
-        for (Index i = 0; i < q_proj.size(); ++i) x[static_cast<size_t>(i)] = cuda::bf16_bits(static_cast<float>(q_proj.data()[i]));
-        for (Index i = 0; i < w_proj.size(); ++i) wx[static_cast<size_t>(i)] = cuda::bf16_bits(static_cast<float>(w_proj.data()[i]));
+        for (Index i = 0; i < q_proj.size(); ++i)
+          x[static_cast<size_t>(i)] = cuda::bf16_bits(static_cast<float>(q_proj.data()[i]));
+        for (Index i = 0; i < w_proj.size(); ++i)
+          wx[static_cast<size_t>(i)] = cuda::bf16_bits(static_cast<float>(w_proj.data()[i]));
         GuardedBuffer<uint16_t> dx(x.size()), dwx(wx.size());
         dx.upload(x);
         dwx.upload(wx);
         const DeviceBuffer<float> table(cuda::position_rope(rope, start_pos, s));
-        const float multiplier = static_cast<float>(ref::round_to(ref::Storage::fp32, std::pow(128.0, -0.5) * std::pow(64.0, -0.5)));
+        const float multiplier =
+            static_cast<float>(ref::round_to(ref::Storage::fp32, std::pow(128.0, -0.5) * std::pow(64.0, -0.5)));
         const int64_t vecs = s * heads;
         std::vector<uint8_t> codes[2], scales[2];
         std::vector<uint16_t> values[2];
@@ -297,28 +307,36 @@ TEST_CASE("prefill logits equal the oracle's indexer_scores with causal masks ex
           // A chunked call: queries at 530.. see (t+1)/4 of the 150 keys; 2 full column chunks of v2 + part.
           const int64_t s = 67, start_pos = 533, ratio = 4;
           const int64_t n_keys = (start_pos + s) / ratio;
-          const auto c = Case::select(CaseId("prefill_logits").with("format", cuda::format_name(f))
-                                          .with("scores", cuda::storage_name(st)).with("heads", heads).with("s", s)
-                                          .with("start_pos", start_pos).with("variant", v));
+          const auto c = Case::select(CaseId("prefill_logits")
+                                          .with("format", cuda::format_name(f))
+                                          .with("scores", cuda::storage_name(st))
+                                          .with("heads", heads)
+                                          .with("s", s)
+                                          .with("start_pos", start_pos)
+                                          .with("variant", v));
           if (!c) continue;
           INFO(c->reproduce());
           std::mt19937_64 gen = c->rng();
           Inputs in(s, n_keys, heads, f, start_pos, gen);
-          const Mat want = ref::indexer_scores(in.q_values, in.weights, in.k_values, start_pos, ratio, policy(f, true, st));
+          const Mat want =
+              ref::indexer_scores(in.q_values, in.weights, in.k_values, start_pos, ratio, policy(f, true, st));
           std::vector<int32_t> ks(static_cast<size_t>(s), 0), ke(static_cast<size_t>(s));
-          for (int64_t i = 0; i < s; ++i) ke[static_cast<size_t>(i)] = static_cast<int32_t>(std::min(n_keys, (start_pos + i + 1) / ratio));
+          for (int64_t i = 0; i < s; ++i)
+            ke[static_cast<size_t>(i)] = static_cast<int32_t>(std::min(n_keys, (start_pos + i + 1) / ratio));
           const DeviceBuffer<int32_t> dks(ks), dke(ke);
           GuardedBuffer<float> logits(static_cast<size_t>(s * n_keys));
           logits.poison(0xFF);
           DeviceBuffer<int> inexact(std::vector<int>{0});
-          cuda::indexer_logits_prefill({heads, f, st}, in.queries(), in.keys(), dks.get(), dke.get(), logits.get(), n_keys,
-                                       v, nullptr, inexact.get());
+          cuda::indexer_logits_prefill({heads, f, st}, in.queries(), in.keys(), dks.get(), dke.get(), logits.get(),
+                                       n_keys, v, nullptr, inexact.get());
           CUDA_CHECK(cudaDeviceSynchronize());
           const std::vector<float> got = logits.download();
           Compare cmp;
           for (int64_t i = 0; i < s; ++i)
-            for (int64_t j = 0; j < n_keys; ++j) cmp.add(got[static_cast<size_t>(i * n_keys + j)], static_cast<float>(want(i, j)));
-          check_logits(cmp, v, f, st, book, std::string("causal ") + cuda::format_name(f) + " " + cuda::storage_name(st));
+            for (int64_t j = 0; j < n_keys; ++j)
+              cmp.add(got[static_cast<size_t>(i * n_keys + j)], static_cast<float>(want(i, j)));
+          check_logits(cmp, v, f, st, book,
+                       std::string("causal ") + cuda::format_name(f) + " " + cuda::storage_name(st));
           CHECK(logits.damaged_guard_bytes() == 0);
           CHECK(inexact.download()[0] == 0);
         }
@@ -331,9 +349,13 @@ TEST_CASE("prefill logits over ragged key ranges, empty ranges, extra columns an
     for (ScoreStorage st : {ScoreStorage::bf16, ScoreStorage::fp32})
       for (Variant v : {Variant::v1, Variant::v2}) {
         const int64_t s = 9, n_keys = 2600, n_cols = 2700;  // past one 2048-key chunk of v2; 100 extra columns
-        const auto c = Case::select(CaseId("prefill_ragged").with("format", cuda::format_name(f))
-                                        .with("scores", cuda::storage_name(st)).with("s", s).with("n_keys", n_keys)
-                                        .with("n_cols", n_cols).with("variant", v));
+        const auto c = Case::select(CaseId("prefill_ragged")
+                                        .with("format", cuda::format_name(f))
+                                        .with("scores", cuda::storage_name(st))
+                                        .with("s", s)
+                                        .with("n_keys", n_keys)
+                                        .with("n_cols", n_cols)
+                                        .with("variant", v));
         if (!c) continue;
         INFO(c->reproduce());
         std::mt19937_64 gen = c->rng();
@@ -344,7 +366,8 @@ TEST_CASE("prefill logits over ragged key ranges, empty ranges, extra columns an
         const DeviceBuffer<int32_t> dks(ks), dke(ke);
         GuardedBuffer<float> logits(static_cast<size_t>(s * n_cols));
         logits.poison(0xFF);
-        cuda::indexer_logits_prefill({64, f, st}, in.queries(), in.keys(), dks.get(), dke.get(), logits.get(), n_cols, v);
+        cuda::indexer_logits_prefill({64, f, st}, in.queries(), in.keys(), dks.get(), dke.get(), logits.get(), n_cols,
+                                     v);
         CUDA_CHECK(cudaDeviceSynchronize());
         const std::vector<float> got = logits.download();
         Compare cmp;
@@ -410,8 +433,11 @@ TEST_CASE("decode logits over the paged caches of both layouts equal the oracle'
           const std::vector<int32_t> lens{0, 1, 63, 64, 65, 300, 4097};
           const int64_t n_cols = 4160;
           const char* layout_name = layout == cuda::IndexerCacheLayout::deepgemm ? "deepgemm" : "interleaved";
-          const auto c = Case::select(CaseId("decode_logits").with("layout", layout_name).with("format", cuda::format_name(f))
-                                          .with("scores", cuda::storage_name(st)).with("lens", std::vector<int64_t>(lens.begin(), lens.end()))
+          const auto c = Case::select(CaseId("decode_logits")
+                                          .with("layout", layout_name)
+                                          .with("format", cuda::format_name(f))
+                                          .with("scores", cuda::storage_name(st))
+                                          .with("lens", std::vector<int64_t>(lens.begin(), lens.end()))
                                           .with("variant", v));
           if (!c) continue;
           INFO(c->reproduce());
@@ -421,7 +447,8 @@ TEST_CASE("decode logits over the paged caches of both layouts equal the oracle'
           Inputs in(batch, 1, 64, f, 4100, gen);
           const ref::RopeTable rope = ref::RopeTable::for_layer(ref::ModelConfig::flash(), 4, policy(f, true, st));
           std::vector<cuda::HostVectors> keys(lens.size());
-          for (size_t b = 0; b < lens.size(); ++b) (void)vectors(projection(lens[b], 1, gen), 0, rope, 1, f, true, keys[b]);
+          for (size_t b = 0; b < lens.size(); ++b)
+            (void)vectors(projection(lens[b], 1, gen), 0, rope, 1, f, true, keys[b]);
           const PagedSetup ps = paged_setup(lens, page_keys, gen);
           const std::vector<uint8_t> pool = cuda::pack_paged(keys, ps.pages, layout, page_keys, ps.pool_pages, 0xFF);
           const DeviceBuffer<uint8_t> dpool(pool);
@@ -444,9 +471,11 @@ TEST_CASE("decode logits over the paged caches of both layouts equal the oracle'
           for (int b = 0; b < batch; ++b) {
             in.k = keys[static_cast<size_t>(b)];  // the reference reads sequence b's keys
             for (int64_t t = 0; t < n_cols; ++t)
-              cmp.add(got[static_cast<size_t>(b * n_cols + t)], t < lens[static_cast<size_t>(b)] ? in.logit(b, t, st) : -kInf);
+              cmp.add(got[static_cast<size_t>(b * n_cols + t)],
+                      t < lens[static_cast<size_t>(b)] ? in.logit(b, t, st) : -kInf);
           }
-          check_logits(cmp, v, f, st, book, std::string(layout_name) + " " + cuda::format_name(f) + " " + cuda::storage_name(st));
+          check_logits(cmp, v, f, st, book,
+                       std::string(layout_name) + " " + cuda::format_name(f) + " " + cuda::storage_name(st));
           CHECK(logits.damaged_guard_bytes() == 0);
         }
   MESSAGE(book.table());
@@ -457,8 +486,11 @@ TEST_CASE("decode logits over the paged caches of both layouts equal the oracle'
 TEST_CASE("v2 logits are bitwise identical over 20 reruns and independent of a query's batch neighbours") {
   for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8}) {
     const int64_t s = 13, n_keys = 700;
-    const auto c = Case::select(CaseId("logits_reruns").with("format", cuda::format_name(f)).with("s", s)
-                                    .with("n_keys", n_keys).with("runs", 20));
+    const auto c = Case::select(CaseId("logits_reruns")
+                                    .with("format", cuda::format_name(f))
+                                    .with("s", s)
+                                    .with("n_keys", n_keys)
+                                    .with("runs", 20));
     if (!c) continue;
     INFO(c->reproduce());
     std::mt19937_64 gen = c->rng();
@@ -473,8 +505,8 @@ TEST_CASE("v2 logits are bitwise identical over 20 reruns and independent of a q
     auto run = [&](const Inputs& x, const std::vector<int32_t>& lo, const std::vector<int32_t>& hi) {
       const DeviceBuffer<int32_t> dks(lo), dke(hi);
       DeviceBuffer<float> logits(static_cast<size_t>(s * n_keys));
-      cuda::indexer_logits_prefill({64, f, ScoreStorage::bf16}, x.queries(), x.keys(), dks.get(), dke.get(), logits.get(),
-                                   n_keys, Variant::v2);
+      cuda::indexer_logits_prefill({64, f, ScoreStorage::bf16}, x.queries(), x.keys(), dks.get(), dke.get(),
+                                   logits.get(), n_keys, Variant::v2);
       CUDA_CHECK(cudaDeviceSynchronize());
       return logits.download();
     };
@@ -525,8 +557,8 @@ TEST_CASE("FP4 v2 counts query blocks whose relative scale leaves the e4m3 grid"
     const DeviceBuffer<int32_t> dks(std::vector<int32_t>{0, 0}), dke(std::vector<int32_t>{64, 64});
     DeviceBuffer<float> logits(2 * 64);
     DeviceBuffer<int> inexact(std::vector<int>{0});
-    cuda::indexer_logits_prefill({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), in.keys(), dks.get(), dke.get(),
-                                 logits.get(), 64, Variant::v2, nullptr, inexact.get());
+    cuda::indexer_logits_prefill({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), in.keys(), dks.get(),
+                                 dke.get(), logits.get(), 64, Variant::v2, nullptr, inexact.get());
     CUDA_CHECK(cudaDeviceSynchronize());
     CHECK(inexact.download()[0] > 0);
   }
@@ -565,8 +597,8 @@ TEST_CASE("zero-length calls: no queries, no keys, empty ranges and empty sequen
     pk.table_stride = 1;
     GuardedBuffer<float> decoded(3 * 70);
     decoded.poison(0xFF);
-    cuda::indexer_logits_decode({64, IndexerFormat::fp8, ScoreStorage::bf16}, in.queries(), pk, zero.get(), decoded.get(),
-                                70, v);
+    cuda::indexer_logits_decode({64, IndexerFormat::fp8, ScoreStorage::bf16}, in.queries(), pk, zero.get(),
+                                decoded.get(), 70, v);
     CUDA_CHECK(cudaDeviceSynchronize());
     for (float x : untouched.download()) CHECK(std::bit_cast<uint32_t>(x) == 0x5A5A5A5Au);
     for (float x : logits.download()) CHECK(x == -kInf);
@@ -604,7 +636,8 @@ TEST_CASE("the oracle-typed wrappers equal the oracle (indexer_q, indexer_weight
     for (Variant v : {Variant::v1, Variant::v2}) {
       const Mat got = cuda::indexer_scores(q, weights, keys, start_pos, 4, p, v);
       Compare cmp;
-      for (Index i = 0; i < got.size(); ++i) cmp.add(static_cast<float>(got.data()[i]), static_cast<float>(want.data()[i]));
+      for (Index i = 0; i < got.size(); ++i)
+        cmp.add(static_cast<float>(got.data()[i]), static_cast<float>(want.data()[i]));
       check_logits(cmp, v, f, ScoreStorage::bf16, book, std::string("wrapper ") + cuda::format_name(f));
     }
   }
@@ -662,12 +695,15 @@ TEST_CASE("sanitizer sweep: one small call of every indexer kernel and version")
       DeviceBuffer<float> weights(3 * 64);
       cuda::indexer_q({64, f, true, 0.01f}, 3, dx.get(), table.get(), dwx.get(),
                       {codes.get(), scales.get(), values.get(), weights.get()}, v);
-      for (cuda::IndexerCacheLayout layout : {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm}) {
+      for (cuda::IndexerCacheLayout layout :
+           {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm}) {
         const int page_keys = layout == cuda::IndexerCacheLayout::deepgemm ? 64 : 32;
         const std::vector<int32_t> lens{0, 5, 70};
-        const ref::RopeTable rope = ref::RopeTable::for_layer(ref::ModelConfig::flash(), 4, policy(f, true, ScoreStorage::bf16));
+        const ref::RopeTable rope =
+            ref::RopeTable::for_layer(ref::ModelConfig::flash(), 4, policy(f, true, ScoreStorage::bf16));
         std::vector<cuda::HostVectors> keys(lens.size());
-        for (size_t b = 0; b < lens.size(); ++b) (void)vectors(projection(lens[b], 1, gen), 0, rope, 1, f, true, keys[b]);
+        for (size_t b = 0; b < lens.size(); ++b)
+          (void)vectors(projection(lens[b], 1, gen), 0, rope, 1, f, true, keys[b]);
         const PagedSetup ps = paged_setup(lens, page_keys, gen);
         const DeviceBuffer<uint8_t> dpool(cuda::pack_paged(keys, ps.pages, layout, page_keys, ps.pool_pages, 0xFF));
         const DeviceBuffer<int32_t> dtable(ps.table), dlens(lens);

@@ -24,9 +24,9 @@
 #include "cuda/topk/topk_keys.cuh"
 #include "cuda/topk/topk_v3_plan.h"
 #include "reference/config.h"
+#include "reference/numerics/block_quant.h"
 #include "reference/numerics/fp4_e2m1.h"
 #include "reference/numerics/fp8_e4m3.h"
-#include "reference/numerics/block_quant.h"
 #include "reference/precision.h"
 #include "reference/stages/indexer.h"
 #include "reference/weights.h"
@@ -170,7 +170,8 @@ TEST_CASE("logits: logit_serial equals the oracle's indexer_scores bit for bit, 
 TEST_CASE("paged cache offsets: the DeepGEMM layout matches verify/layouts, the interleaved one packs its pages") {
   for (IndexerFormat f : {IndexerFormat::fp8, IndexerFormat::fp4}) {
     layouts::DeepGemmIndexerLayout dg;
-    dg.element = f == IndexerFormat::fp8 ? layouts::IndexerCacheElement::fp8_e4m3 : layouts::IndexerCacheElement::fp4_e2m1;
+    dg.element =
+        f == IndexerFormat::fp8 ? layouts::IndexerCacheElement::fp8_e4m3 : layouts::IndexerCacheElement::fp4_e2m1;
     int64_t bad = 0;
     for (int64_t token = 0; token < 5 * 64; ++token) {
       const cuda::KeyOffsets at =
@@ -199,15 +200,17 @@ TEST_CASE("DeepGEMM pages: pack_paged writes the bytes of verify/layouts' encode
     const ref::RopeTable rope = ref::RopeTable::for_layer(cfg, 4, policy(f, true, ScoreStorage::bf16));
     cuda::HostVectors serial;
     const Mat values = serial_q(projection(150, 1, gen), 0, rope, 1, f, true, serial);  // 150 keys: 3 pages
-    const cuda::HostVectors keys = cuda::quantize_vectors(values, f);                     // the oracle's decomposition
-    const ref::BlockFormat bf = f == IndexerFormat::fp4 ? ref::BlockFormat::fp4_indexer() : ref::BlockFormat::fp8_per_head(128);
+    const cuda::HostVectors keys = cuda::quantize_vectors(values, f);                   // the oracle's decomposition
+    const ref::BlockFormat bf =
+        f == IndexerFormat::fp4 ? ref::BlockFormat::fp4_indexer() : ref::BlockFormat::fp8_per_head(128);
     std::vector<ref::QuantizedRow> rows;
     for (Index t = 0; t < values.rows(); ++t) {
       const std::vector<double> row(values.row(t).data(), values.row(t).data() + 128);
       rows.push_back(ref::quantize_row(bf, row));
     }
     layouts::DeepGemmIndexerLayout dg;
-    dg.element = f == IndexerFormat::fp8 ? layouts::IndexerCacheElement::fp8_e4m3 : layouts::IndexerCacheElement::fp4_e2m1;
+    dg.element =
+        f == IndexerFormat::fp8 ? layouts::IndexerCacheElement::fp8_e4m3 : layouts::IndexerCacheElement::fp4_e2m1;
     const std::vector<uint8_t> theirs = layouts::encode_deepgemm_indexer(rows, dg);
     const std::vector<uint8_t> ours =
         cuda::pack_paged({keys}, {std::vector<int32_t>{0, 1, 2}}, cuda::IndexerCacheLayout::deepgemm, 64, 3, 0);
@@ -230,7 +233,8 @@ TEST_CASE("FP4 unpacking: every group of four e2m1 codes becomes their exact e4m
   const uint4 v = cuda::logits_tile::unpack16(make_uint2(0x76543210u, 0xFEDCBA98u));  // codes 0..15 in order
   const uint32_t words[4] = {v.x, v.y, v.z, v.w};
   for (int i = 0; i < 16; ++i)
-    CHECK(static_cast<uint8_t>(words[i / 4] >> (8 * (i % 4))) == ref::fp8_e4m3_encode(ref::fp4_e2m1_decode(static_cast<uint8_t>(i))));
+    CHECK(static_cast<uint8_t>(words[i / 4] >> (8 * (i % 4))) ==
+          ref::fp8_e4m3_encode(ref::fp4_e2m1_decode(static_cast<uint8_t>(i))));
 }
 
 namespace {
@@ -303,8 +307,20 @@ TEST_CASE("wgmma operand tiles: tile_offset is the no-swizzle K-major layout the
 TEST_CASE("top-k order keys: the oracle's order (score descending, lower index first, -0 == +0)") {
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  std::vector<float> xs{inf, -inf, nan, 0.0f, -0.0f, 1e-45f, -1e-45f, 3.0f, -3.0f, 3.0f, std::numeric_limits<float>::max(),
-                        -std::numeric_limits<float>::max(), 1.5f, 1e-38f};
+  std::vector<float> xs{inf,
+                        -inf,
+                        nan,
+                        0.0f,
+                        -0.0f,
+                        1e-45f,
+                        -1e-45f,
+                        3.0f,
+                        -3.0f,
+                        3.0f,
+                        std::numeric_limits<float>::max(),
+                        -std::numeric_limits<float>::max(),
+                        1.5f,
+                        1e-38f};
   std::mt19937_64 gen(3);
   std::uniform_real_distribution<float> u(-10, 10);
   for (int i = 0; i < 200; ++i) xs.push_back(std::round(u(gen)));  // many ties
@@ -333,8 +349,8 @@ TEST_CASE("top-k v3 plan: slices and warp segments partition each row in index o
   CHECK(plan::cluster_size(262144, 8) == 8);
   CHECK(plan::cluster_size(1 << 20, 16) == 16);
   int64_t bad = 0;
-  std::vector<int64_t> lens{0, 1, 31, 32, 33, 1000, 1024, 1025, 16383, 16384, 16385, 32768, 32769, 100000, 262143,
-                            262144, 262145, 524288, 1000000};
+  std::vector<int64_t> lens{0,     1,     31,    32,     33,     1000,   1024,   1025,   16383,  16384,
+                            16385, 32768, 32769, 100000, 262143, 262144, 262145, 524288, 1000000};
   for (int64_t len : lens)
     for (int c : {1, 2, 3, 8, 16}) {
       int64_t next = 0;  // the next index the walk must reach, in rank, warp, chunk order

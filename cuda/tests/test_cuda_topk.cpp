@@ -29,8 +29,8 @@
 #include "cuda/tests/harness.h"
 #include "cuda/topk/topk_api.h"
 #include "reference/stages/index_lists.h"
-#include "verify/layouts/index_conventions.h"
 #include "reference/stages/topk.h"
+#include "verify/layouts/index_conventions.h"
 
 using namespace dsv4;
 using cuda::DeviceBuffer;
@@ -46,7 +46,9 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 enum class Scores { random, plateaus, specials };
 
-const char* scores_name(Scores s) { return s == Scores::random ? "random" : s == Scores::plateaus ? "plateaus" : "specials"; }
+const char* scores_name(Scores s) {
+  return s == Scores::random ? "random" : s == Scores::plateaus ? "plateaus" : "specials";
+}
 
 // One row of `len` candidates.
 std::vector<float> row_scores(int64_t len, Scores kind, std::mt19937_64& gen) {
@@ -101,7 +103,8 @@ struct Batch {
     }
     stride = (max_length + 3) / 4 * 4 + 4;  // room past the longest row for the canary
     flat.assign(static_cast<size_t>(stride) * rows.size(), kInf);
-    for (size_t r = 0; r < rows.size(); ++r) std::copy(rows[r].begin(), rows[r].end(), flat.begin() + static_cast<int64_t>(r) * stride);
+    for (size_t r = 0; r < rows.size(); ++r)
+      std::copy(rows[r].begin(), rows[r].end(), flat.begin() + static_cast<int64_t>(r) * stride);
   }
 
   std::vector<int32_t> run(int k, int32_t offset, Variant v) const {
@@ -124,7 +127,8 @@ Diff compare(const Batch& b, const std::vector<int32_t>& got, int k, int32_t off
   Diff d;
   for (size_t r = 0; r < b.rows.size(); ++r) {
     const std::vector<int32_t> want = oracle_row(b.rows[r], k, offset);
-    const std::vector<int32_t> row(got.begin() + static_cast<int64_t>(r) * k, got.begin() + static_cast<int64_t>(r + 1) * k);
+    const std::vector<int32_t> row(got.begin() + static_cast<int64_t>(r) * k,
+                                   got.begin() + static_cast<int64_t>(r + 1) * k);
     ++d.rows;
     d.bad_rows += row != want;
     for (int32_t i : row) d.out_of_range += i != -1 && (i < offset || i >= offset + b.lengths[r]);
@@ -138,14 +142,18 @@ TEST_CASE("top-k equals the oracle's picks and order at every length boundary an
   TallyBook book;
   // Every v2 dispatch boundary (32768-key slices, cluster sizes 1..8 and the re-read path past 8),
   // around k, and a zero-length row.
-  const std::vector<int64_t> lens{0, 1, 511, 512, 513, 1000, 8192, 8193, 16384, 16385, 32767, 32768, 32769, 65536,
-                                  65537, 100000, 262144, 262145};
+  const std::vector<int64_t> lens{0,     1,     511,   512,   513,   1000,  8192,   8193,   16384,
+                                  16385, 32767, 32768, 32769, 65536, 65537, 100000, 262144, 262145};
   for (Scores kind : {Scores::random, Scores::plateaus, Scores::specials})
     for (int k : {512, 1024})
       for (Variant v : {Variant::v1, Variant::v2, Variant::v3}) {
         const int32_t offset = 160;
-        const auto c = Case::select(CaseId("topk").with("lengths", lens).with("scores", scores_name(kind)).with("k", k)
-                                        .with("offset", offset).with("variant", v));
+        const auto c = Case::select(CaseId("topk")
+                                        .with("lengths", lens)
+                                        .with("scores", scores_name(kind))
+                                        .with("k", k)
+                                        .with("offset", offset)
+                                        .with("variant", v));
         if (!c) continue;
         INFO(c->reproduce());
         std::mt19937_64 gen = c->rng();
@@ -224,18 +232,28 @@ TEST_CASE("top-k v3 pieces: the sort alone, the select alone, the tie share-out 
   const std::vector<Piece> pieces{
       // At most k visible: every visible candidate picked, only the sort orders them (sizes 64 .. 2048,
       // the 1024-stride exchange inside a thread at 2048).
-      {"sort_only", {1, 63, 64, 65, 1000, 1025, 2048, 5000}, 2048,
-       [](int64_t r, int64_t i) { return i % 3 != 0 && r == 7 ? -kInf : static_cast<float>((i * 7919 + r) % 4099) - 2000.0f; }},
+      {"sort_only",
+       {1, 63, 64, 65, 1000, 1025, 2048, 5000},
+       2048,
+       [](int64_t r, int64_t i) {
+         return i % 3 != 0 && r == 7 ? -kInf : static_cast<float>((i * 7919 + r) % 4099) - 2000.0f;
+       }},
       // Distinct scores, no ties at the k-th key: the three digit passes alone decide.
-      {"select_only", {16384, 16385, 70000, 262144}, 512,
+      {"select_only",
+       {16384, 16385, 70000, 262144},
+       512,
        [](int64_t r, int64_t i) { return static_cast<float>(((i + r) * 2654435761LL) % 1000003) * 0.001f; }},
       // Every visible score equal: every pick is a tie, the lowest indices; the invisible prefix puts
       // the boundary inside a later CTA and warp of the cluster (a partial share).
-      {"ties_after_prefix", {262144, 100000, 40000, 600}, 512,
+      {"ties_after_prefix",
+       {262144, 100000, 40000, 600},
+       512,
        [](int64_t r, int64_t i) { return i < 9000 * r + 17 ? -kInf : 1.0f; }},
       // Ties in every CTA: the lower ranks take all theirs, one rank a part, the higher none (at 2.0
       // in the long row, at 0.0 in the short one, whose 2.0s are all taken).
-      {"ties_every_cta", {262144, 50000}, 1024,
+      {"ties_every_cta",
+       {262144, 50000},
+       1024,
        [](int64_t, int64_t i) { return i % 97 == 3 ? 2.0f : (i % 5 == 1 ? 0.0f : -1.0f); }},
   };
   for (const Piece& piece : pieces) {
@@ -275,8 +293,10 @@ TEST_CASE("the oracle-typed topk_indices wrapper equals the oracle") {
   std::normal_distribution<double> n(0, 1);
   for (ref::Index i = 0; i < scores.rows(); ++i)
     for (ref::Index j = 0; j < scores.cols(); ++j)
-      scores(i, j) = j < (i * 9) ? std::round(n(gen) * 2) / 2 : -std::numeric_limits<double>::infinity();  // causal-like
-  for (Variant v : {Variant::v1, Variant::v2, Variant::v3}) CHECK(cuda::topk_indices(scores, 64, 128, v) == ref::topk_indices(scores, 64, 128));
+      scores(i, j) =
+          j < (i * 9) ? std::round(n(gen) * 2) / 2 : -std::numeric_limits<double>::infinity();  // causal-like
+  for (Variant v : {Variant::v1, Variant::v2, Variant::v3})
+    CHECK(cuda::topk_indices(scores, 64, 128, v) == ref::topk_indices(scores, 64, 128));
 }
 
 TEST_CASE("attention key lists: the project's convention is the oracle's, the compact one drops -1 and pads to 128") {
@@ -285,7 +305,8 @@ TEST_CASE("attention key lists: the project's convention is the oracle's, the co
   };
   const std::vector<Call> calls{{0, 5}, {0, 300}, {1000, 1}, {50, 1}, {130, 70}, {7, 3}};
   for (const Call& call : calls) {
-    const auto c = Case::select(CaseId("attention_indices").with("start_pos", call.start_pos).with("seqlen", call.seqlen));
+    const auto c =
+        Case::select(CaseId("attention_indices").with("start_pos", call.start_pos).with("seqlen", call.seqlen));
     if (!c) continue;
     INFO(c->reproduce());
     std::mt19937_64 gen = c->rng();
@@ -324,7 +345,8 @@ TEST_CASE("sanitizer sweep: one small call of every top-k kernel and version") {
   INFO(c->reproduce());
   std::mt19937_64 gen = c->rng();
   for (Variant v : {Variant::v1, Variant::v2, Variant::v3}) {
-    const Batch small(std::vector<int64_t>{0, 3, 700, 40000}, Scores::specials, gen);  // 40000: a 2- (v2) or 3-CTA (v3) cluster
+    const Batch small(std::vector<int64_t>{0, 3, 700, 40000}, Scores::specials,
+                      gen);  // 40000: a 2- (v2) or 3-CTA (v3) cluster
     const Diff d = compare(small, small.run(64, 7, v), 64, 7);
     CHECK(d.bad_rows == 0);
   }
@@ -335,7 +357,10 @@ TEST_CASE("bad arguments throw before anything is launched (top-k)") {
   DeviceBuffer<int32_t> len(std::vector<int32_t>{4}), out(16);
   CHECK_THROWS_AS(cuda::topk(1, s.get(), 16, len.get(), 16, 4097, 0, out.get(), Variant::v1), std::invalid_argument);
   CHECK_THROWS_AS(cuda::topk(1, s.get(), 8, len.get(), 16, 4, 0, out.get(), Variant::v1), std::invalid_argument);
-  CHECK_THROWS_AS(cuda::topk(1, s.get(), 16, len.get(), 16, 4, 0x7ffffff8, out.get(), Variant::v2), std::invalid_argument);
-  CHECK_THROWS_AS(cuda::topk(1, s.get(), 16, len.get(), 16, 4, 0, out.get(), static_cast<Variant>(7)), std::invalid_argument);
-  CHECK_THROWS_AS(cuda::attention_indices({1, 0, 1, 128}, nullptr, 0, out.get()), std::invalid_argument);  // decode at 0
+  CHECK_THROWS_AS(cuda::topk(1, s.get(), 16, len.get(), 16, 4, 0x7ffffff8, out.get(), Variant::v2),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(cuda::topk(1, s.get(), 16, len.get(), 16, 4, 0, out.get(), static_cast<Variant>(7)),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(cuda::attention_indices({1, 0, 1, 128}, nullptr, 0, out.get()),
+                  std::invalid_argument);  // decode at 0
 }

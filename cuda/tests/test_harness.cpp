@@ -7,16 +7,19 @@
 #include "cuda/tests/harness.h"
 
 using dsv4::cuda::Variant;
+using dsv4::cuda::testing::base_seed;
 using dsv4::cuda::testing::Case;
+using dsv4::cuda::testing::case_seed;
 using dsv4::cuda::testing::CaseId;
 using dsv4::cuda::testing::Tally;
 using dsv4::cuda::testing::TallyBook;
-using dsv4::cuda::testing::base_seed;
-using dsv4::cuda::testing::case_seed;
 
 TEST_CASE("a case ID lists its parameters in order, ggml-style") {
-  const CaseId id = CaseId("c4_prefill").with("d", 512).with("lengths", std::vector<int64_t>{37, 5})
-                        .with("variant", Variant::v3).with("online", false);
+  const CaseId id = CaseId("c4_prefill")
+                        .with("d", 512)
+                        .with("lengths", std::vector<int64_t>{37, 5})
+                        .with("variant", Variant::v3)
+                        .with("online", false);
   CHECK(id.str() == "c4_prefill(d=512,lengths=[37,5],variant=v3,online=no)");
   CHECK(CaseId("op").str() == "op()");
 }

@@ -22,8 +22,8 @@ __device__ inline int32_t window_entry(const IndexSpaceDesc& sp, int64_t i, int6
   const int64_t p = first + w;
   if (p > t) return -1;
   switch (sp.kind) {
-    case 0: return static_cast<int32_t>(p);                                              // prefill
-    case 1: return static_cast<int32_t>(p % sp.window);                                  // decode
+    case 0: return static_cast<int32_t>(p);              // prefill
+    case 1: return static_cast<int32_t>(p % sp.window);  // decode
     default: return static_cast<int32_t>(p >= sp.start_pos ? sp.window + (p - sp.start_pos) : p % sp.window);
   }
 }
@@ -84,11 +84,11 @@ int64_t compact_width(const IndexSpaceDesc& space, int k) { return (space.window
 void attention_indices_compact(const IndexSpaceDesc& space, const int32_t* topk_picks, int k, int32_t* out,
                                int32_t* lengths, cudaStream_t stream) {
   check_space(space, k, "attention_indices_compact");
-  detail::require(out != nullptr && lengths != nullptr && (k == 0 || topk_picks != nullptr),
-                  "attention_indices_compact: out, lengths (and topk when k > 0) must be device pointers, got a nullptr");
-  attention_indices_compact_kernel<<<detail::grid_blocks(space.seqlen, kThreads, "attention_indices_compact"),
-                                     kThreads, 0, stream>>>(space, topk_picks, k, compact_width(space, k), out,
-                                                            lengths);
+  detail::require(
+      out != nullptr && lengths != nullptr && (k == 0 || topk_picks != nullptr),
+      "attention_indices_compact: out, lengths (and topk when k > 0) must be device pointers, got a nullptr");
+  attention_indices_compact_kernel<<<detail::grid_blocks(space.seqlen, kThreads, "attention_indices_compact"), kThreads,
+                                     0, stream>>>(space, topk_picks, k, compact_width(space, k), out, lengths);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -11,7 +11,7 @@
 namespace dsv4::cuda {
 
 DSV4_HD inline uint32_t order_key(float x) {
-  if (!(x > -INFINITY)) return 0;  // -inf and NaN
+  if (!(x > -INFINITY)) return 0;                 // -inf and NaN
   uint32_t u = float_bits(x == 0.0f ? 0.0f : x);  // -0 -> +0
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }

@@ -44,7 +44,8 @@ __device__ inline void hist_add(unsigned* hist, unsigned bin, bool active) {
   const unsigned lanes = __ballot_sync(0xffffffffu, active);
   if (!active) return;
   const unsigned peers = __match_any_sync(lanes, bin);
-  if (static_cast<int>(threadIdx.x % 32) == __ffs(peers) - 1) atomicAdd(&hist[bin], static_cast<unsigned>(__popc(peers)));
+  if (static_cast<int>(threadIdx.x % 32) == __ffs(peers) - 1)
+    atomicAdd(&hist[bin], static_cast<unsigned>(__popc(peers)));
 }
 
 __global__ void __launch_bounds__(kThreads, 1) topk_v2_kernel(const TopkArgs a) {

@@ -34,9 +34,9 @@ using namespace topk_v3_plan;
 constexpr unsigned kFull = 0xffffffffu;
 
 struct Smem {
-  float x[kResident];             // the slice as stored (order keys are computed on each read)
-  unsigned hist[2][kMaxBins];     // this CTA's counts; pass p uses hist[p % 2]
-  uint64_t picks[kMaxTopk];       // CTA 0's list
+  float x[kResident];          // the slice as stored (order keys are computed on each read)
+  unsigned hist[2][kMaxBins];  // this CTA's counts; pass p uses hist[p % 2]
+  uint64_t picks[kMaxTopk];    // CTA 0's list
   int scratch[33];
   int warp_ties[kWarps];
   int digit, above, n_picks;
@@ -57,7 +57,8 @@ __device__ inline void hist_add(unsigned* hist, unsigned bin, bool active) {
   const unsigned lanes = __ballot_sync(kFull, active);
   if (!active) return;
   const unsigned peers = __match_any_sync(lanes, bin);
-  if (static_cast<int>(threadIdx.x % 32) == __ffs(peers) - 1) atomicAdd(&hist[bin], static_cast<unsigned>(__popc(peers)));
+  if (static_cast<int>(threadIdx.x % 32) == __ffs(peers) - 1)
+    atomicAdd(&hist[bin], static_cast<unsigned>(__popc(peers)));
 }
 
 // The n (<= kMaxTopk) distinct nonzero composites at list[0 .. n) sorted descending; thread t

@@ -45,12 +45,10 @@ double amax_of(std::span<const double> xs) {
 
 void check_row(const BlockFormat& f, size_t n, const char* who) {
   if (f.block <= 0)
-    throw std::invalid_argument(std::string(who) + ": block size must be positive, got " +
-                                std::to_string(f.block));
+    throw std::invalid_argument(std::string(who) + ": block size must be positive, got " + std::to_string(f.block));
   if (n % static_cast<size_t>(f.block) != 0)
     throw std::invalid_argument(std::string(who) + ": row length " + std::to_string(n) +
-                                " is not a multiple of the block " + std::to_string(f.block) + " of " +
-                                f.name());
+                                " is not a multiple of the block " + std::to_string(f.block) + " of " + f.name());
 }
 
 // The element of x in a block with stored scale `scale` (tensor scale g): clamp(x / S) rounded.
@@ -88,8 +86,8 @@ float BlockFormat::amax_floor() const {
 int BlockFormat::emax_elem() const { return element == Element::e4m3 ? 8 : 2; }
 
 std::string BlockFormat::name() const {
-  std::string n = std::string(element == Element::e4m3 ? "e4m3" : "e2m1") + "/b" + std::to_string(block) + "/" +
-                  rule_name(scale);
+  std::string n =
+      std::string(element == Element::e4m3 ? "e4m3" : "e2m1") + "/b" + std::to_string(block) + "/" + rule_name(scale);
   if (rounding == ElementRounding::toward_zero) n += "/rz";
   if (rounding == ElementRounding::nearest_ties_toward_zero) n += "/rn-tz";
   if (custom_amax_floor) n += "/floor=" + fmt_float(*custom_amax_floor);
@@ -118,20 +116,17 @@ double tensor_scale(const BlockFormat& f, double row_amax) {
 
 double block_scale(const BlockFormat& f, double amax, double row_amax) {
   switch (f.scale) {
-    case ScaleRule::ue8m0_ceil:
-      return std::ldexp(1.0, ue8m0_ceil_exponent(fp32(amax), f.amax_floor(), fp32(f.qmax())));
+    case ScaleRule::ue8m0_ceil: return std::ldexp(1.0, ue8m0_ceil_exponent(fp32(amax), f.amax_floor(), fp32(f.qmax())));
     case ScaleRule::ue8m0_floor:
       return std::ldexp(1.0, ue8m0_floor_exponent(fp32(amax), f.amax_floor(), fp32(f.qmax())));
-    case ScaleRule::e8m0_floor:
-      return std::ldexp(1.0, e8m0_floor_exponent(amax, f.emax_elem()));
+    case ScaleRule::e8m0_floor: return std::ldexp(1.0, e8m0_floor_exponent(amax, f.emax_elem()));
     case ScaleRule::nvfp4_e4m3: {
       const float denominator = fp32(f.qmax()) * fp32(tensor_scale(f, row_amax));
       if (denominator == 0) return 1.0;  // the row is zero in fp32
       const double s = fp8_e4m3_round(fp32(amax) / denominator);
       return s == 0 ? 1.0 : s;
     }
-    case ScaleRule::fp32_amax:
-      return std::max(fp32(amax), f.amax_floor()) / fp32(f.qmax());  // fp32 division
+    case ScaleRule::fp32_amax: return std::max(fp32(amax), f.amax_floor()) / fp32(f.qmax());  // fp32 division
   }
   throw std::invalid_argument("block_scale: unknown ScaleRule " + std::to_string(static_cast<int>(f.scale)));
 }
@@ -140,12 +135,9 @@ double dequantize(const BlockFormat& f, double q, double scale, double g) {
   switch (f.scale) {
     case ScaleRule::ue8m0_ceil:
     case ScaleRule::ue8m0_floor:
-    case ScaleRule::e8m0_floor:
-      return q * scale;  // exact: a short element times a power of two
-    case ScaleRule::fp32_amax:
-      return fp32(q) * fp32(scale);
-    case ScaleRule::nvfp4_e4m3:
-      return fp32(q) * (fp32(scale) * fp32(g));
+    case ScaleRule::e8m0_floor: return q * scale;  // exact: a short element times a power of two
+    case ScaleRule::fp32_amax: return fp32(q) * fp32(scale);
+    case ScaleRule::nvfp4_e4m3: return fp32(q) * (fp32(scale) * fp32(g));
   }
   throw std::invalid_argument("dequantize: unknown ScaleRule " + std::to_string(static_cast<int>(f.scale)));
 }

@@ -88,9 +88,9 @@ double dequantize(const BlockFormat& f, double q, double scale, double tensor_sc
 // would depend on how the clamp is lowered). Throws std::invalid_argument when the row length is
 // not a multiple of the block or the block is not positive.
 struct QuantizedRow {
-  std::vector<double> q;         // element values (on the element grid)
-  std::vector<double> scales;    // stored scale, one per block
-  double tensor_scale = 1.0;     // nvfp4_e4m3: g of the row; 1 otherwise
+  std::vector<double> q;       // element values (on the element grid)
+  std::vector<double> scales;  // stored scale, one per block
+  double tensor_scale = 1.0;   // nvfp4_e4m3: g of the row; 1 otherwise
 };
 QuantizedRow quantize_row(const BlockFormat& f, std::span<const double> row);
 

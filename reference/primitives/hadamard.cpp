@@ -16,8 +16,7 @@ namespace dsv4::ref {
 // order is not knowable) and to activations (the bf16 tensor it returns).
 Mat hadamard_rows(const Mat& x, int n, const PrecisionPolicy& p) {
   if (n <= 0 || (n & (n - 1)) != 0)
-    throw std::invalid_argument("hadamard_rows: n = " + std::to_string(n) +
-                                ", expected a power of two");
+    throw std::invalid_argument("hadamard_rows: n = " + std::to_string(n) + ", expected a power of two");
   if (x.cols() % n != 0)
     throw std::invalid_argument("hadamard_rows: x has " + std::to_string(x.cols()) +
                                 " columns, expected a multiple of n = " + std::to_string(n));

@@ -28,8 +28,8 @@ namespace {
 void check_shapes(const char* what, const Mat& x, const Mat& W) {
   if (W.cols() != x.cols())
     throw std::invalid_argument(std::string(what) + ": W is [" + std::to_string(W.rows()) + ", " +
-                                std::to_string(W.cols()) + "], expected [N, " +
-                                std::to_string(x.cols()) + "] to match x's K");
+                                std::to_string(W.cols()) + "], expected [N, " + std::to_string(x.cols()) +
+                                "] to match x's K");
 }
 
 // One task of a projection: rows [first, first + rows) of x (rows <= kLinearRowChunk) against
@@ -88,8 +88,7 @@ Mat linear_fp8_block128(const Mat& x, const Mat& W, Storage out) {
   const Index M = x.rows();
   const Index K = x.cols();
   if (K % kBlock != 0)
-    throw std::invalid_argument("linear_fp8_block128: K = " + std::to_string(K) +
-                                ", expected a multiple of 128");
+    throw std::invalid_argument("linear_fp8_block128: K = " + std::to_string(K) + ", expected a multiple of 128");
   const Index k_blocks = K / kBlock;
 
   // act_quant(x, 128): e4m3 element values a_q (zero padded to whole chunks) and one

@@ -50,8 +50,7 @@ Mat rms_norm(const Mat& x, const Vec& weight, double eps, const PrecisionPolicy&
 Mat head_rms_norm(const Mat& x, int n_heads, double eps, const PrecisionPolicy& p) {
   if (n_heads <= 0 || x.cols() % n_heads != 0)
     throw std::invalid_argument("head_rms_norm: x has " + std::to_string(x.cols()) +
-                                " columns, expected a positive multiple of n_heads = " +
-                                std::to_string(n_heads));
+                                " columns, expected a positive multiple of n_heads = " + std::to_string(n_heads));
   const Index d = x.cols() / n_heads;
   if (d == 0) throw std::invalid_argument("head_rms_norm: head dim is 0, expected at least 1");
   const Storage act = p.activations;

@@ -17,19 +17,17 @@ namespace {
 // YaRN correction dimension (model.py find_correction_dim, Python doubles):
 // corr(r) = rope_dim * ln(L / (r * 2 pi)) / (2 ln base)
 double correction_dim(double rotations, int rope_dim, double base, int original_seq_len) {
-  return rope_dim * std::log(original_seq_len / (rotations * 2 * std::numbers::pi)) /
-         (2 * std::log(base));
+  return rope_dim * std::log(original_seq_len / (rotations * 2 * std::numbers::pi)) / (2 * std::log(base));
 }
 
 }  // namespace
 
-RopeTable RopeTable::make(int rope_dim, double base, int original_seq_len, double factor,
-                          double beta_fast, double beta_slow, Storage storage) {
+RopeTable RopeTable::make(int rope_dim, double base, int original_seq_len, double factor, double beta_fast,
+                          double beta_slow, Storage storage) {
   if (rope_dim <= 0 || rope_dim % 2 != 0)
     throw std::invalid_argument("RopeTable::make: rope_dim = " + std::to_string(rope_dim) +
                                 ", expected a positive even number");
-  if (!(base > 1))
-    throw std::invalid_argument("RopeTable::make: base = " + std::to_string(base) + ", expected > 1");
+  if (!(base > 1)) throw std::invalid_argument("RopeTable::make: base = " + std::to_string(base) + ", expected > 1");
   if (original_seq_len > 0 && !(factor > 0 && beta_fast > 0 && beta_slow > 0))
     throw std::invalid_argument("RopeTable::make: YaRN needs factor, beta_fast, beta_slow > 0, got " +
                                 std::to_string(factor) + ", " + std::to_string(beta_fast) + ", " +
@@ -55,8 +53,7 @@ RopeTable RopeTable::make(int rope_dim, double base, int original_seq_len, doubl
   //   freqs = freqs / factor * (1 - smooth) + freqs * smooth
   // The code writes the blend through `smooth`, and in fp32 (1 - smooth) is not always ramp, so
   // the ops below are the code's, one rounding each.
-  const double low =
-      std::max(std::floor(correction_dim(beta_fast, rope_dim, base, original_seq_len)), 0.0);
+  const double low = std::max(std::floor(correction_dim(beta_fast, rope_dim, base, original_seq_len)), 0.0);
   double high = std::min(std::ceil(correction_dim(beta_slow, rope_dim, base, original_seq_len)),
                          static_cast<double>(rope_dim - 1));
   if (high == low) high += 0.001;
@@ -72,8 +69,8 @@ RopeTable RopeTable::make(int rope_dim, double base, int original_seq_len, doubl
 
 RopeTable RopeTable::for_layer(const ModelConfig& cfg, int compress_ratio, const PrecisionPolicy& p) {
   if (compress_ratio != 0)
-    return make(cfg.rope_head_dim, cfg.compress_rope_theta, cfg.original_seq_len, cfg.rope_factor,
-                cfg.beta_fast, cfg.beta_slow, p.fp32_tensors);
+    return make(cfg.rope_head_dim, cfg.compress_rope_theta, cfg.original_seq_len, cfg.rope_factor, cfg.beta_fast,
+                cfg.beta_slow, p.fp32_tensors);
   return make(cfg.rope_head_dim, cfg.rope_theta, 0, 0, 0, 0, p.fp32_tensors);
 }
 
@@ -99,16 +96,16 @@ double RopeTable::sin_at(int64_t t, int i) const { return round_to(storage, std:
 //   (re, im) = (a c - b s, a s + b c),  (c, s) = (cos, sin) of t * freq_i, s negated when inverse,
 // computed in double, rounded to fp32_tensors (torch's complex64 product), then written back into
 // the activation tensor (rounded to activations).
-void apply_rope(RowRef row, int n_heads, int head_dim, int64_t position, const RopeTable& table,
-                bool inverse, const PrecisionPolicy& p) {
+void apply_rope(RowRef row, int n_heads, int head_dim, int64_t position, const RopeTable& table, bool inverse,
+                const PrecisionPolicy& p) {
   const int rope_dim = table.rope_dim;
   if (rope_dim <= 0 || head_dim < rope_dim)
     throw std::invalid_argument("apply_rope: head_dim = " + std::to_string(head_dim) +
                                 ", expected >= table.rope_dim = " + std::to_string(rope_dim) + " > 0");
   if (n_heads <= 0 || row.size() != static_cast<Index>(n_heads) * head_dim)
-    throw std::invalid_argument("apply_rope: row has " + std::to_string(row.size()) +
-                                " values, expected n_heads * head_dim = " +
-                                std::to_string(static_cast<Index>(n_heads) * head_dim));
+    throw std::invalid_argument(
+        "apply_rope: row has " + std::to_string(row.size()) +
+        " values, expected n_heads * head_dim = " + std::to_string(static_cast<Index>(n_heads) * head_dim));
   const int half = rope_dim / 2;
   // The position and the pairing are DeepSeek's unless p.variant simulates a bug class. A negative
   // position (a shift of -1 at t = 0) rotates backwards: fp32(-t * f) = -fp32(t * f), so its

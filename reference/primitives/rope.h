@@ -10,13 +10,13 @@
 namespace dsv4::ref {
 
 struct RopeTable {
-  int rope_dim = 0;  // 64
-  Vec freqs;         // [rope_dim / 2]
+  int rope_dim = 0;                 // 64
+  Vec freqs;                        // [rope_dim / 2]
   Storage storage = Storage::fp32;  // fp32 in official mode: freqs, angle t*freq, cos and sin are fp32
 
   // YaRN when original_seq_len > 0 (ramp between corr(beta_fast) and corr(beta_slow)), else plain.
-  static RopeTable make(int rope_dim, double base, int original_seq_len, double factor,
-                        double beta_fast, double beta_slow, Storage storage);
+  static RopeTable make(int rope_dim, double base, int original_seq_len, double factor, double beta_fast,
+                        double beta_slow, Storage storage);
   // The table a layer of this compress ratio uses.
   static RopeTable for_layer(const ModelConfig& cfg, int compress_ratio, const PrecisionPolicy& p);
 
@@ -30,7 +30,7 @@ struct RopeTable {
 // computed in fp32 storage and the result rounded to the activation storage. p.variant may move
 // the position (rope_position_shift) or the pairs (rope_pairs): numerics variants, DeepSeek's by default.
 // row [n_heads * head_dim]
-void apply_rope(RowRef row, int n_heads, int head_dim, int64_t position, const RopeTable& table,
-                bool inverse, const PrecisionPolicy& p);
+void apply_rope(RowRef row, int n_heads, int head_dim, int64_t position, const RopeTable& table, bool inverse,
+                const PrecisionPolicy& p);
 
 }  // namespace dsv4::ref

@@ -23,14 +23,12 @@ namespace {
 
 constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
 
-std::string shape(Index rows, Index cols) {
-  return "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
-}
+std::string shape(Index rows, Index cols) { return "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]"; }
 
 void require_shape(const char* what, const Mat& m, Index rows, Index cols) {
   if (m.rows() != rows || m.cols() != cols)
-    throw std::invalid_argument(std::string(what) + ": expected shape " + shape(rows, cols) +
-                                ", got " + shape(m.rows(), m.cols()));
+    throw std::invalid_argument(std::string(what) + ": expected shape " + shape(rows, cols) + ", got " +
+                                shape(m.rows(), m.cols()));
 }
 
 void validate_weights(const CompressorWeights& w) {
@@ -42,14 +40,14 @@ void validate_weights(const CompressorWeights& w) {
   require_shape("compressor wkv", w.wkv, width, w.wkv.cols());
   require_shape("compressor ape", w.ape, w.ratio, width);
   if (w.norm.size() != w.head_dim)
-    throw std::invalid_argument("compressor norm: expected size " + std::to_string(w.head_dim) +
-                                ", got " + std::to_string(w.norm.size()));
+    throw std::invalid_argument("compressor norm: expected size " + std::to_string(w.head_dim) + ", got " +
+                                std::to_string(w.norm.size()));
 }
 
 void validate_state(const CompressorWeights& w, const CompressorState& state) {
   if (state.ratio != w.ratio || state.head_dim != w.head_dim)
-    throw std::invalid_argument("compressor state: expected ratio " + std::to_string(w.ratio) +
-                                ", head_dim " + std::to_string(w.head_dim) + " (the weights'), got ratio " +
+    throw std::invalid_argument("compressor state: expected ratio " + std::to_string(w.ratio) + ", head_dim " +
+                                std::to_string(w.head_dim) + " (the weights'), got ratio " +
                                 std::to_string(state.ratio) + ", head_dim " + std::to_string(state.head_dim));
   const Index rows = static_cast<Index>(w.coff()) * w.ratio;
   const Index cols = static_cast<Index>(w.coff()) * w.head_dim;
@@ -61,14 +59,11 @@ void validate_chunk(const CompressorWeights& w, const Mat& x, int64_t start_pos)
   if (x.cols() != w.wkv.cols())
     throw std::invalid_argument("compressor x: expected " + std::to_string(w.wkv.cols()) +
                                 " columns (the model dim), got " + std::to_string(x.cols()));
-  if (start_pos < 0)
-    throw std::out_of_range("compressor start_pos: expected >= 0, got " + std::to_string(start_pos));
+  if (start_pos < 0) throw std::out_of_range("compressor start_pos: expected >= 0, got " + std::to_string(start_pos));
 }
 
 // Entries j = start_pos / r, ... complete inside positions [start_pos, start_pos + s).
-int64_t completed_blocks(int64_t start_pos, Index s, int ratio) {
-  return (start_pos + s) / ratio - start_pos / ratio;
-}
+int64_t completed_blocks(int64_t start_pos, Index s, int ratio) { return (start_pos + s) / ratio - start_pos / ratio; }
 
 // The 2r pooling rows of the overlap block j that completes now: rows [0, r) the previous block's
 // "a" half (channels [0, d) of state rows [0, r)), rows [r, 2r) the current block's "b" half
@@ -93,8 +88,8 @@ void overlap_window(const CompressorState& state, int64_t block, Mat& kv, Mat& s
 
 // The token loop shared by compress(): writes each token's kv and gated logit into the state and
 // pools every block that completes. proj [s, coff*d] -> pooled [n_new, d] (fp32 storage)
-Mat run_state_machine(const CompressorWeights& w, const CompressorProjections& proj,
-                      int64_t start_pos, CompressorState& state, const PrecisionPolicy& p) {
+Mat run_state_machine(const CompressorWeights& w, const CompressorProjections& proj, int64_t start_pos,
+                      CompressorState& state, const PrecisionPolicy& p) {
   const int r = w.ratio, d = w.head_dim;
   const bool overlap = w.coff() == 2;
   const int offset = overlap ? r : 0;
@@ -148,8 +143,7 @@ CompressorState CompressorState::fresh(int ratio, int head_dim) {
 // are not read either: block 0 uses the fresh fill in their place.
 std::vector<int> CompressorState::meaningful_rows(int64_t length) const {
   if (length < 0)
-    throw std::out_of_range("CompressorState::meaningful_rows: expected length >= 0, got " +
-                            std::to_string(length));
+    throw std::out_of_range("CompressorState::meaningful_rows: expected length >= 0, got " + std::to_string(length));
   const bool overlap = ratio == 4;
   const int offset = overlap ? ratio : 0;
   std::vector<int> rows;
@@ -161,8 +155,7 @@ std::vector<int> CompressorState::meaningful_rows(int64_t length) const {
 
 // x [s, dim] -> kv, score [s, coff*d]. DeepSeek's compressor linears are fp32 (the bf16 checkpoint
 // upcast on load) applied to the bf16 input upcast to fp32: products exact, fp32 output.
-CompressorProjections compressor_projections(const CompressorWeights& w, const Mat& x,
-                                             const PrecisionPolicy& p) {
+CompressorProjections compressor_projections(const CompressorWeights& w, const Mat& x, const PrecisionPolicy& p) {
   validate_weights(w);
   validate_chunk(w, x, 0);
   return {linear_exact(x, w.wkv, p.fp32_tensors), linear_exact(x, w.wgate, p.fp32_tensors)};
@@ -174,8 +167,7 @@ std::vector<Mat> overlap_transform(const std::vector<Mat>& blocks, double fill) 
   if (blocks.empty()) return out;
   const Index r = blocks.front().rows(), two_d = blocks.front().cols();
   if (two_d % 2 != 0)
-    throw std::invalid_argument("overlap_transform: expected an even channel count (2d), got " +
-                                std::to_string(two_d));
+    throw std::invalid_argument("overlap_transform: expected an even channel count (2d), got " + std::to_string(two_d));
   for (const Mat& b : blocks) require_shape("overlap_transform block", b, r, two_d);
   const Index d = two_d / 2;
   out.reserve(blocks.size());
@@ -219,9 +211,8 @@ Eigen::RowVectorXd softmax_pool(const Mat& kv, const Mat& score, const Precision
 // pooled [n, d] -> entries [n, d]: kv.to(bf16) -> RMSNorm -> RoPE at position j*r on the last
 // rope_dim dims -> main: FP8 fake-quant of the nope dims / indexer: Hadamard, then fake-quant of
 // all d dims -> activation storage.
-Mat postprocess_entries(const CompressorWeights& w, CompressorKind kind, const Mat& pooled,
-                        int64_t first_entry, const RopeTable& rope, double norm_eps,
-                        const PrecisionPolicy& p) {
+Mat postprocess_entries(const CompressorWeights& w, CompressorKind kind, const Mat& pooled, int64_t first_entry,
+                        const RopeTable& rope, double norm_eps, const PrecisionPolicy& p) {
   validate_weights(w);
   require_shape("postprocess_entries pooled", pooled, pooled.rows(), w.head_dim);
   if (first_entry < 0)
@@ -247,9 +238,8 @@ Mat postprocess_entries(const CompressorWeights& w, CompressorKind kind, const M
 
 // x [s, dim] -> entries [n_new, d], n_new = (start_pos + s) / r - start_pos / r.
 // Precondition: `state` holds the first start_pos tokens of this sequence (fresh when 0).
-CompressorOutput compress(const CompressorWeights& w, CompressorKind kind, const Mat& x,
-                          int64_t start_pos, CompressorState& state, const RopeTable& rope,
-                          double norm_eps, const PrecisionPolicy& p) {
+CompressorOutput compress(const CompressorWeights& w, CompressorKind kind, const Mat& x, int64_t start_pos,
+                          CompressorState& state, const RopeTable& rope, double norm_eps, const PrecisionPolicy& p) {
   validate_weights(w);
   validate_state(w, state);
   validate_chunk(w, x, start_pos);
@@ -264,8 +254,7 @@ CompressorOutput compress(const CompressorWeights& w, CompressorKind kind, const
 
 OnlineC128State OnlineC128State::fresh(int head_dim) {
   if (head_dim <= 0)
-    throw std::invalid_argument("OnlineC128State::fresh: head_dim must be positive, got " +
-                                std::to_string(head_dim));
+    throw std::invalid_argument("OnlineC128State::fresh: head_dim must be positive, got " + std::to_string(head_dim));
   OnlineC128State st;
   st.max = Eigen::RowVectorXd::Constant(head_dim, kMinusInf);
   st.sum = Eigen::RowVectorXd::Zero(head_dim);
@@ -281,17 +270,17 @@ OnlineC128State OnlineC128State::fresh(int head_dim) {
 // as the pooled entry. The state is updated on that step too (sglang skips the write; the next
 // token resets it either way), so the state after any split is the same.
 CompressorOutput compress_online_c128(const CompressorWeights& w, const Mat& x, int64_t start_pos,
-                                      OnlineC128State& state, const RopeTable& rope,
-                                      double norm_eps, const PrecisionPolicy& p) {
+                                      OnlineC128State& state, const RopeTable& rope, double norm_eps,
+                                      const PrecisionPolicy& p) {
   validate_weights(w);
   validate_chunk(w, x, start_pos);
   if (w.ratio != 128)
     throw std::invalid_argument("compress_online_c128: expected ratio 128, got " + std::to_string(w.ratio));
   const int d = w.head_dim;
   if (state.max.size() != d || state.sum.size() != d || state.mean.size() != d)
-    throw std::invalid_argument("compress_online_c128 state: expected size " + std::to_string(d) +
-                                " per vector, got " + std::to_string(state.max.size()) + "/" +
-                                std::to_string(state.sum.size()) + "/" + std::to_string(state.mean.size()));
+    throw std::invalid_argument("compress_online_c128 state: expected size " + std::to_string(d) + " per vector, got " +
+                                std::to_string(state.max.size()) + "/" + std::to_string(state.sum.size()) + "/" +
+                                std::to_string(state.mean.size()));
   const CompressorProjections proj = compressor_projections(w, x, p);
   const int r = w.ratio;
   const int ape_shift = ((p.variant.ape_shift % r) + r) % r;  // DeepSeek: 0 (a numerics variant otherwise)

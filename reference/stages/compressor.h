@@ -42,8 +42,8 @@ struct CompressorState {
 };
 
 struct CompressorOutput {
-  Mat pooled;   // [n_new, d]  softmax-pooled entries, in the policy's fp32 storage
-  Mat entries;  // [n_new, d]  post-processed cache entries (as DeepSeek caches them)
+  Mat pooled;               // [n_new, d]  softmax-pooled entries, in the policy's fp32 storage
+  Mat entries;              // [n_new, d]  post-processed cache entries (as DeepSeek caches them)
   int64_t first_entry = 0;  // index j of the first completed entry (entries are j, j+1, ...)
 };
 
@@ -52,14 +52,14 @@ struct CompressorOutput {
 // The chunk is walked token by token through the state, as DeepSeek's decode does; overlap block 0
 // pools only its own "b" half: its previous rows are the fresh fill (kv 0, score -inf, weight
 // exactly 0) whatever the state holds there, as in DeepSeek's prefill.
-CompressorOutput compress(const CompressorWeights& w, CompressorKind kind, const Mat& x,
-                          int64_t start_pos, CompressorState& state, const RopeTable& rope,
-                          double norm_eps, const PrecisionPolicy& p);
+CompressorOutput compress(const CompressorWeights& w, CompressorKind kind, const Mat& x, int64_t start_pos,
+                          CompressorState& state, const RopeTable& rope, double norm_eps, const PrecisionPolicy& p);
 
 // The gate inputs of tokens: kv = wkv(x), score = wgate(x), both [s, coff*d] in fp32 storage.
-struct CompressorProjections { Mat kv, score; };
-CompressorProjections compressor_projections(const CompressorWeights& w, const Mat& x,
-                                             const PrecisionPolicy& p);
+struct CompressorProjections {
+  Mat kv, score;
+};
+CompressorProjections compressor_projections(const CompressorWeights& w, const Mat& x, const PrecisionPolicy& p);
 
 // The overlap transform of DeepSeek's prefill, [n, r, 2d] -> [n, 2r, d]: rows [r, 2r) of block j are
 // its own tokens' "b" half (channels d..2d), rows [0, r) the previous block's "a" half (channels
@@ -70,9 +70,8 @@ std::vector<Mat> overlap_transform(const std::vector<Mat>& blocks, double fill);
 Eigen::RowVectorXd softmax_pool(const Mat& kv, const Mat& score, const PrecisionPolicy& p);
 
 // The post-processing of pooled entries j = first_entry, ... : [n, d] -> [n, d]
-Mat postprocess_entries(const CompressorWeights& w, CompressorKind kind, const Mat& pooled,
-                        int64_t first_entry, const RopeTable& rope, double norm_eps,
-                        const PrecisionPolicy& p);
+Mat postprocess_entries(const CompressorWeights& w, CompressorKind kind, const Mat& pooled, int64_t first_entry,
+                        const RopeTable& rope, double norm_eps, const PrecisionPolicy& p);
 
 // Online C128 (sglang's state-saving variant, ratio 128 only): per channel a running max m, sum l
 // and normalized mean kv instead of 128 stored rows. Mathematically equal to the stored form; the
@@ -85,7 +84,7 @@ struct OnlineC128State {
 // p.fp32_tensors. The emitting step (t mod 128 == 127) also updates the state (sglang skips that
 // write; the next token resets the state either way).
 CompressorOutput compress_online_c128(const CompressorWeights& w, const Mat& x, int64_t start_pos,
-                                      OnlineC128State& state, const RopeTable& rope,
-                                      double norm_eps, const PrecisionPolicy& p);
+                                      OnlineC128State& state, const RopeTable& rope, double norm_eps,
+                                      const PrecisionPolicy& p);
 
 }  // namespace dsv4::ref

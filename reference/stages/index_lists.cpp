@@ -13,8 +13,10 @@ IndexSpace IndexSpace::for_call(int64_t start_pos, int64_t seqlen, int window) {
                                 std::to_string(start_pos) + ", " + std::to_string(seqlen) + ", " +
                                 std::to_string(window));
   Kind kind = Kind::chunked;
-  if (start_pos == 0) kind = Kind::prefill;
-  else if (seqlen == 1) kind = Kind::decode;
+  if (start_pos == 0)
+    kind = Kind::prefill;
+  else if (seqlen == 1)
+    kind = Kind::decode;
   return IndexSpace{kind, start_pos, seqlen, window};
 }
 
@@ -31,8 +33,8 @@ int64_t IndexSpace::raw_row(int64_t position) const {
   }
   if (position < first || position >= end)
     throw std::out_of_range("IndexSpace::raw_row: position " + std::to_string(position) +
-                            " is not held by this call's kv matrix (positions [" + std::to_string(first) +
-                            ", " + std::to_string(end) + "))");
+                            " is not held by this call's kv matrix (positions [" + std::to_string(first) + ", " +
+                            std::to_string(end) + "))");
   switch (kind) {
     case Kind::prefill: return position;
     case Kind::decode: return position % window;
@@ -57,9 +59,8 @@ int64_t IndexSpace::rows(int64_t n_compressed) const { return compressed_offset(
 // positions (width min(s, W)); decode lists ring slots (pos+1) mod W, ..., pos mod W once the ring is
 // full, else 0..pos then -1.
 IndexMat window_indices(const IndexSpace& space) {
-  const int64_t width = space.kind == IndexSpace::Kind::prefill
-                            ? std::min<int64_t>(space.seqlen, space.window)
-                            : space.window;
+  const int64_t width =
+      space.kind == IndexSpace::Kind::prefill ? std::min<int64_t>(space.seqlen, space.window) : space.window;
   IndexMat idx = IndexMat::Constant(space.seqlen, width, -1);
   for (int64_t i = 0; i < space.seqlen; ++i) {
     const int64_t t = space.start_pos + i;
@@ -86,8 +87,8 @@ IndexMat hca_indices(const IndexSpace& space, int ratio) {
 // [s, Kw] and [s, Kc] -> [s, Kw + Kc]
 IndexMat concat_indices(const IndexMat& window, const IndexMat& compressed) {
   if (window.rows() != compressed.rows())
-    throw std::invalid_argument("concat_indices: window has " + std::to_string(window.rows()) +
-                                " rows, compressed " + std::to_string(compressed.rows()));
+    throw std::invalid_argument("concat_indices: window has " + std::to_string(window.rows()) + " rows, compressed " +
+                                std::to_string(compressed.rows()));
   IndexMat idx(window.rows(), window.cols() + compressed.cols());
   idx.leftCols(window.cols()) = window;
   idx.rightCols(compressed.cols()) = compressed;

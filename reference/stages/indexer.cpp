@@ -19,9 +19,7 @@ namespace {
 
 double relu(double v) { return v < 0 ? 0.0 : v; }  // NaN stays NaN, as torch's relu
 
-std::string shape(Index rows, Index cols) {
-  return "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
-}
+std::string shape(Index rows, Index cols) { return "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]"; }
 
 }  // namespace
 
@@ -38,9 +36,8 @@ Mat indexer_q(const IndexerWeights& w, const Mat& q_latent, int64_t start_pos, c
     throw std::invalid_argument("indexer_q: index_head_dim " + std::to_string(head_dim) +
                                 " is not a multiple of the block of " + p.indexer_qk->name());
 
-  parallel_for(q.rows(), [&](int64_t i) {
-    apply_rope(q.row(i), heads, head_dim, start_pos + i, rope, /*inverse=*/false, p);
-  });
+  parallel_for(q.rows(),
+               [&](int64_t i) { apply_rope(q.row(i), heads, head_dim, start_pos + i, rope, /*inverse=*/false, p); });
   if (p.indexer_hadamard) q = hadamard_rows(q, head_dim, p);
   // One row of IH*ID values: its blocks never cross a head (ID is a multiple of the block).
   if (p.indexer_q_quant) quantize_indexer_rows(q, p);
@@ -65,9 +62,8 @@ void quantize_indexer_rows(Mat& rows, const PrecisionPolicy& p) {
 // x [s, dim] -> [s, IH]. DeepSeek: bf16 linear, then a bf16 tensor times the Python float
 // ID^-0.5 * IH^-0.5 (2^-6.5 for both models), which torch computes in fp32 opmath.
 Mat indexer_weights(const IndexerWeights& w, const Mat& x, const ModelConfig& cfg, const PrecisionPolicy& p) {
-  const double multiplier = round_to(
-      p.fp32_tensors, std::pow(static_cast<double>(cfg.index_head_dim), -0.5) *
-                          std::pow(static_cast<double>(cfg.index_n_heads), -0.5));
+  const double multiplier = round_to(p.fp32_tensors, std::pow(static_cast<double>(cfg.index_head_dim), -0.5) *
+                                                         std::pow(static_cast<double>(cfg.index_n_heads), -0.5));
   return linear_exact(x, w.weights_proj, p.activations).unaryExpr([&](double v) {
     return round_to(p.activations, round_to(p.fp32_tensors, v * multiplier));
   });
@@ -86,8 +82,7 @@ Mat indexer_scores(const Mat& q, const Mat& weights, const Mat& keys, int64_t st
   if (heads < 1 || q.rows() != weights.rows() || q.cols() % heads != 0 ||
       (keys.rows() > 0 && keys.cols() * heads != q.cols()))
     throw std::invalid_argument("indexer_scores: q " + shape(q.rows(), q.cols()) + ", weights " +
-                                shape(weights.rows(), weights.cols()) + " and keys " +
-                                shape(keys.rows(), keys.cols()) +
+                                shape(weights.rows(), weights.cols()) + " and keys " + shape(keys.rows(), keys.cols()) +
                                 " do not fit q [s, IH*ID], weights [s, IH], keys [n_keys, ID]");
   const Index head_dim = q.cols() / heads;
 
@@ -97,8 +92,7 @@ Mat indexer_scores(const Mat& q, const Mat& weights, const Mat& keys, int64_t st
   parallel_for(q.rows(), [&](int64_t i) {
     // Entry j is visible to token t once its block is complete: j < (t + 1) / ratio (causal_shift
     // moves that boundary: a numerics variant, 0 in DeepSeek's code).
-    const int64_t visible =
-        std::clamp<int64_t>((start_pos + i + 1 + p.variant.causal_shift) / ratio, 0, n_keys);
+    const int64_t visible = std::clamp<int64_t>((start_pos + i + 1 + p.variant.causal_shift) / ratio, 0, n_keys);
     for (Index j = 0; j < visible; ++j) {
       double head_sum = 0;
       for (Index h = 0; h < heads; ++h) {

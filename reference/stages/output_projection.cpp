@@ -31,10 +31,9 @@ Mat grouped_wo_a(const AttentionWeights& w, const Mat& o, const ModelConfig& cfg
   if (groups < 1 || o.cols() != static_cast<Index>(cfg.n_heads) * cfg.head_dim || o.cols() % groups != 0 ||
       w.wo_a.rows() != groups * rank || w.wo_a.cols() != group_width)
     throw std::invalid_argument("grouped_wo_a: o [" + std::to_string(o.rows()) + ", " + std::to_string(o.cols()) +
-                                "] and wo_a [" + std::to_string(w.wo_a.rows()) + ", " +
-                                std::to_string(w.wo_a.cols()) + "] do not fit " + std::to_string(groups) +
-                                " groups of rank " + std::to_string(rank) + " over " +
-                                std::to_string(cfg.n_heads) + " heads x " + std::to_string(cfg.head_dim));
+                                "] and wo_a [" + std::to_string(w.wo_a.rows()) + ", " + std::to_string(w.wo_a.cols()) +
+                                "] do not fit " + std::to_string(groups) + " groups of rank " + std::to_string(rank) +
+                                " over " + std::to_string(cfg.n_heads) + " heads x " + std::to_string(cfg.head_dim));
   Mat out(o.rows(), groups * rank);
   for (Index g = 0; g < groups; ++g) {
     const Mat o_g = o.middleCols(g * group_width, group_width);

@@ -16,9 +16,8 @@ namespace {
 // RoPE runs inside a parallel loop, which an exception must not leave: the width is checked first.
 void require_heads(const Mat& m, int n_heads, int head_dim, const char* what) {
   if (m.cols() != static_cast<Index>(n_heads) * head_dim)
-    throw std::invalid_argument(std::string(what) + ": projected width " + std::to_string(m.cols()) +
-                                ", expected " + std::to_string(n_heads) + " heads x " +
-                                std::to_string(head_dim));
+    throw std::invalid_argument(std::string(what) + ": projected width " + std::to_string(m.cols()) + ", expected " +
+                                std::to_string(n_heads) + " heads x " + std::to_string(head_dim));
 }
 
 }  // namespace
@@ -40,8 +39,8 @@ Mat q_heads(const AttentionWeights& w, const Mat& q_latent, int64_t start_pos, c
 }
 
 // x [s, dim] -> [s, d]
-Mat window_kv(const AttentionWeights& w, const Mat& x, int64_t start_pos, const RopeTable& rope,
-              const ModelConfig& cfg, const PrecisionPolicy& p) {
+Mat window_kv(const AttentionWeights& w, const Mat& x, int64_t start_pos, const RopeTable& rope, const ModelConfig& cfg,
+              const PrecisionPolicy& p) {
   Mat kv = rms_norm(linear_fp8_weight(x, w.wkv, p), w.kv_norm, cfg.norm_eps, p);
   require_heads(kv, 1, cfg.head_dim, "window_kv");
   parallel_for(kv.rows(), [&](int64_t i) {
@@ -57,14 +56,14 @@ void quantize_kv_nope(Mat& kv, int rope_dim, const PrecisionPolicy& p) {
   if (!p.kv_nope) return;
   const Index nope = kv.cols() - rope_dim;
   if (rope_dim < 0 || nope < 0)
-    throw std::invalid_argument("quantize_kv_nope: rope_dim " + std::to_string(rope_dim) +
-                                " must lie in [0, " + std::to_string(kv.cols()) + "] (the row width)");
+    throw std::invalid_argument("quantize_kv_nope: rope_dim " + std::to_string(rope_dim) + " must lie in [0, " +
+                                std::to_string(kv.cols()) + "] (the row width)");
   const BlockFormat format = *p.kv_nope;
   // Checked here: an exception must not leave the parallel loop.
   if (format.block <= 0 || nope % format.block != 0)
     throw std::invalid_argument("quantize_kv_nope: nope width " + std::to_string(nope) +
-                                " is not a multiple of the block " + std::to_string(format.block) +
-                                " of " + format.name());
+                                " is not a multiple of the block " + std::to_string(format.block) + " of " +
+                                format.name());
   parallel_for(kv.rows(), [&](int64_t i) {
     std::span<double> nope_dims(kv.row(i).data(), static_cast<size_t>(nope));
     fake_quant_row(format, nope_dims);

@@ -16,8 +16,8 @@ Mat q_heads(const AttentionWeights& w, const Mat& q_latent, int64_t start_pos, c
             const ModelConfig& cfg, const PrecisionPolicy& p);
 
 // kv = kv_nope_quant(rope(kv_norm(wkv(x)))). x [s, dim] -> [s, d]
-Mat window_kv(const AttentionWeights& w, const Mat& x, int64_t start_pos, const RopeTable& rope,
-              const ModelConfig& cfg, const PrecisionPolicy& p);
+Mat window_kv(const AttentionWeights& w, const Mat& x, int64_t start_pos, const RopeTable& rope, const ModelConfig& cfg,
+              const PrecisionPolicy& p);
 
 // FP8 fake-quant of the nope dims (all but the last rope_dim) of each row, when p.kv_nope is set.
 void quantize_kv_nope(Mat& kv, int rope_dim, const PrecisionPolicy& p);

@@ -27,15 +27,14 @@ void check_indices(const IndexMat& indices, Index n_rows) {
       const int32_t idx = indices(i, c);
       if (idx < -1 || idx >= n_rows)
         throw std::out_of_range("sparse_mqa: index " + std::to_string(idx) + " at row " + std::to_string(i) +
-                                ", column " + std::to_string(c) + " is outside [-1, " +
-                                std::to_string(n_rows) + ")");
+                                ", column " + std::to_string(c) + " is outside [-1, " + std::to_string(n_rows) + ")");
     }
 }
 
 // The logits of one head over the slots of one token row: f32(scale * f32(q_h . kv_idx)), -inf for
 // -1 slots. Only referenced kv rows are read.
-std::vector<double> head_logits(const double* q_h, const Mat& kv, const int32_t* slots, Index n_slots,
-                                double scale, const PrecisionPolicy& p) {
+std::vector<double> head_logits(const double* q_h, const Mat& kv, const int32_t* slots, Index n_slots, double scale,
+                                const PrecisionPolicy& p) {
   std::vector<double> logits(static_cast<size_t>(n_slots), kNegInf);
   for (Index c = 0; c < n_slots; ++c)
     if (slots[c] != -1) {
@@ -55,8 +54,8 @@ struct SoftmaxState {
 // Folds the valid slots [begin, end) into the state at the common max `m_new` (>= the state's max):
 //   acc <- f32(f32(acc * e^(m - m_new)) + sum_j P(p_j) kv_j),  l <- f32(f32(l * e^(m - m_new)) + f32(sum_j p_j)),
 // p_j = f32(e^(f32(s_j - m_new))), P = p.attn_probs (the cast before the P.V product); the sums are fp64.
-void fold_slots(SoftmaxState& st, double m_new, const std::vector<double>& logits, const int32_t* slots,
-                Index begin, Index end, const Mat& kv, const PrecisionPolicy& p) {
+void fold_slots(SoftmaxState& st, double m_new, const std::vector<double>& logits, const int32_t* slots, Index begin,
+                Index end, const Mat& kv, const PrecisionPolicy& p) {
   const Storage f32 = p.fp32_tensors;
   if (st.max != kNegInf) {  // before the first valid slot acc and l are 0: nothing to rescale
     const double rescale = round_to(f32, std::exp(round_to(f32, st.max - m_new)));
@@ -90,16 +89,15 @@ bool any_valid(const int32_t* slots, Index begin, Index end) {
 }  // namespace
 
 // q [s, H*d], kv [n, d], sink [H], indices [s, K] -> [s, H*d]
-Mat sparse_mqa(const Mat& q, const Mat& kv, const Vec& sink, const IndexMat& indices, int n_heads,
-               double softmax_scale, const PrecisionPolicy& p) {
+Mat sparse_mqa(const Mat& q, const Mat& kv, const Vec& sink, const IndexMat& indices, int n_heads, double softmax_scale,
+               const PrecisionPolicy& p) {
   const Index d = kv.cols();
   if (n_heads < 1 || q.cols() != n_heads * d || sink.size() != n_heads || indices.rows() != q.rows())
     throw std::invalid_argument(
-        "sparse_mqa: expected q [s, H*d], kv [n, d], sink [H], indices [s, K] with H = " +
-        std::to_string(n_heads) + "; got q [" + std::to_string(q.rows()) + ", " + std::to_string(q.cols()) +
-        "], kv [" + std::to_string(kv.rows()) + ", " + std::to_string(d) + "], sink [" +
-        std::to_string(sink.size()) + "], indices [" + std::to_string(indices.rows()) + ", " +
-        std::to_string(indices.cols()) + "]");
+        "sparse_mqa: expected q [s, H*d], kv [n, d], sink [H], indices [s, K] with H = " + std::to_string(n_heads) +
+        "; got q [" + std::to_string(q.rows()) + ", " + std::to_string(q.cols()) + "], kv [" +
+        std::to_string(kv.rows()) + ", " + std::to_string(d) + "], sink [" + std::to_string(sink.size()) +
+        "], indices [" + std::to_string(indices.rows()) + ", " + std::to_string(indices.cols()) + "]");
   check_indices(indices, kv.rows());
 
   const Storage f32 = p.fp32_tensors;

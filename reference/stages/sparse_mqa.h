@@ -17,7 +17,7 @@ namespace dsv4::ref {
 
 // q [s, H*d], kv [n, d], sink [H], indices [s, K] (-1 = skip) -> [s, H*d]
 // Throws std::out_of_range for an index outside [-1, n).
-Mat sparse_mqa(const Mat& q, const Mat& kv, const Vec& sink, const IndexMat& indices, int n_heads,
-               double softmax_scale, const PrecisionPolicy& p);
+Mat sparse_mqa(const Mat& q, const Mat& kv, const Vec& sink, const IndexMat& indices, int n_heads, double softmax_scale,
+               const PrecisionPolicy& p);
 
 }  // namespace dsv4::ref

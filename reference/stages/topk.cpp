@@ -15,8 +15,8 @@ namespace dsv4::ref {
 // scores [s, n_keys] -> [s, k]
 IndexMat topk_indices(const Mat& scores, int k, int32_t offset) {
   if (k < 0 || k > scores.cols())
-    throw std::invalid_argument("topk_indices: k = " + std::to_string(k) + ", expected 0 <= k <= n_keys = " +
-                                std::to_string(scores.cols()));
+    throw std::invalid_argument("topk_indices: k = " + std::to_string(k) +
+                                ", expected 0 <= k <= n_keys = " + std::to_string(scores.cols()));
   if (offset < 0 || static_cast<int64_t>(offset) + scores.cols() > std::numeric_limits<int32_t>::max())
     throw std::invalid_argument("topk_indices: offset " + std::to_string(offset) + " with " +
                                 std::to_string(scores.cols()) + " entries leaves the int32 index range");
@@ -24,8 +24,8 @@ IndexMat topk_indices(const Mat& scores, int k, int32_t offset) {
   for (Index i = 0; i < scores.rows(); ++i)
     for (Index j = 0; j < scores.cols(); ++j)
       if (std::isnan(scores(i, j)))
-        throw std::invalid_argument("topk_indices: score of row " + std::to_string(i) + ", entry " +
-                                    std::to_string(j) + " is NaN");
+        throw std::invalid_argument("topk_indices: score of row " + std::to_string(i) + ", entry " + std::to_string(j) +
+                                    " is NaN");
 
   constexpr double kMasked = -std::numeric_limits<double>::infinity();
   IndexMat picks = IndexMat::Constant(scores.rows(), k, -1);

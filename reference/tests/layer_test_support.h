@@ -54,8 +54,7 @@ bool bitwise_equal(const A& a, const B& b) {
 }
 
 inline bool same_state(const CompressorState& a, const CompressorState& b) {
-  return a.ratio == b.ratio && a.head_dim == b.head_dim && bitwise_equal(a.kv, b.kv) &&
-         bitwise_equal(a.score, b.score);
+  return a.ratio == b.ratio && a.head_dim == b.head_dim && bitwise_equal(a.kv, b.kv) && bitwise_equal(a.score, b.score);
 }
 
 // Every field of two calls, bitwise (index lists exactly).

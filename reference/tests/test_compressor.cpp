@@ -84,9 +84,7 @@ std::vector<Setup> tiny_setups(uint64_t seed) {
   };
 }
 
-std::vector<PrecisionPolicy> exact_and_official() {
-  return {PrecisionPolicy::exact(), PrecisionPolicy::official()};
-}
+std::vector<PrecisionPolicy> exact_and_official() { return {PrecisionPolicy::exact(), PrecisionPolicy::official()}; }
 
 // ---- comparisons -----------------------------------------------------------------------------
 
@@ -285,13 +283,13 @@ TEST_CASE("overlap_transform puts block j's b half below block j-1's a half") {
     for (int i = 0; i < 2 * r; ++i)
       for (int c = 0; c < d; ++c) {
         // spec 6.2: new[:, :, r:] = t[:, :, :, d:]; new[:, 1:, :r] = t[:, :-1, :, :d]; block 0 gets fill
-        const double expected = i >= r ? 100 * j + 10 * (i - r) + (d + c)
-                                        : (j == 0 ? -7.5 : 100 * (j - 1) + 10 * i + c);
+        const double expected =
+            i >= r ? 100 * j + 10 * (i - r) + (d + c) : (j == 0 ? -7.5 : 100 * (j - 1) + 10 * i + c);
         CHECK(out[j](i, c) == expected);
       }
   }
   CHECK(overlap_transform({}, 0).empty());
-  CHECK_THROWS_AS(overlap_transform({Mat::Zero(r, 3)}, 0), std::invalid_argument);           // odd 2d
+  CHECK_THROWS_AS(overlap_transform({Mat::Zero(r, 3)}, 0), std::invalid_argument);  // odd 2d
   CHECK_THROWS_AS(overlap_transform({Mat::Zero(r, 4), Mat::Zero(r + 1, 4)}, 0), std::invalid_argument);
 }
 
@@ -302,7 +300,7 @@ TEST_CASE("softmax_pool is a per-channel softmax where a -inf logit weighs exact
   score << 0, -kInf, std::log(2.0), 0, std::log(3.0), 0;
   const Eigen::RowVectorXd out = softmax_pool(kv, score, exact);
   CHECK(out(0) == doctest::Approx((1 * 1 + 2 * 2 + 3 * 3) / 6.0).epsilon(1e-15));  // weights 1:2:3
-  CHECK(out(1) == 6.5);  // weights 0, 1/2, 1/2 exactly
+  CHECK(out(1) == 6.5);                                                            // weights 0, 1/2, 1/2 exactly
   score(1, 1) = score(2, 1) = -kInf;
   CHECK_THROWS_AS(softmax_pool(kv, score, exact), std::invalid_argument);
   CHECK_THROWS_AS(softmax_pool(kv, Mat::Zero(2, 2), exact), std::invalid_argument);
@@ -386,8 +384,8 @@ TEST_CASE("entry count and first_entry at the block boundaries") {
         CompressorState st = CompressorState::fresh(m, su.d());
         const RopeTable rope = su.rope(p);
         if (prefix > 0) compress(su.w, su.kind, x.topRows(prefix), 0, st, rope, su.cfg.norm_eps, p);
-        const CompressorOutput out = compress(su.w, su.kind, x.middleRows(prefix, s), prefix, st, rope,
-                                              su.cfg.norm_eps, p);
+        const CompressorOutput out =
+            compress(su.w, su.kind, x.middleRows(prefix, s), prefix, st, rope, su.cfg.norm_eps, p);
         CHECK(out.pooled.rows() == (prefix + s) / m - prefix / m);
         CHECK(out.entries.rows() == out.pooled.rows());
         CHECK(out.entries.cols() == su.d());
@@ -544,8 +542,7 @@ TEST_CASE("main nope dims on the FP8 grid and indexer entries on the FP4 grid on
   REQUIRE(official.indexer_qk.has_value());
   const int nope_block = official.kv_nope->block, qk_block = official.indexer_qk->block;
 
-  auto count_off_grid = [](const Mat& m, Index first, Index width, int block, double qmax,
-                           double (*fn)(double)) {
+  auto count_off_grid = [](const Mat& m, Index first, Index width, int block, double qmax, double (*fn)(double)) {
     int off = 0;
     for (Index i = 0; i < m.rows(); ++i)
       for (Index b = first; b < first + width; b += block)
@@ -571,13 +568,15 @@ TEST_CASE("main nope dims on the FP8 grid and indexer entries on the FP4 grid on
       fake_quant_row(*official.kv_nope, std::span<double>(requant.row(i).data(), static_cast<size_t>(nope)));
     CHECK(bitwise_equal(requant, off.entries));
     const Run ex = run_chunks(main, x, {x.rows()}, exact);
-    CHECK(count_off_grid(ex.entries, 0, nope, nope_block, kFp8E4m3Max, fp8_round) == ex.entries.rows() * (nope / nope_block));
+    CHECK(count_off_grid(ex.entries, 0, nope, nope_block, kFp8E4m3Max, fp8_round) ==
+          ex.entries.rows() * (nope / nope_block));
   }
   SUBCASE("indexer") {
     const Run off = run_chunks(indexer, x, {x.rows()}, official);
     CHECK(count_off_grid(off.entries, 0, indexer.d(), qk_block, kFp4E2m1Max, fp4_round) == 0);
     const Run ex = run_chunks(indexer, x, {x.rows()}, exact);
-    CHECK(count_off_grid(ex.entries, 0, indexer.d(), qk_block, kFp4E2m1Max, fp4_round) == ex.entries.rows() * (indexer.d() / qk_block));
+    CHECK(count_off_grid(ex.entries, 0, indexer.d(), qk_block, kFp4E2m1Max, fp4_round) ==
+          ex.entries.rows() * (indexer.d() / qk_block));
   }
 }
 
@@ -675,7 +674,8 @@ TEST_CASE("online C128 equals the stored C128 within the fp32 error of 127 onlin
       CHECK(on_storage_grid(st.sum, Storage::fp32));
     }
     // Online and stored post-process the same way.
-    CHECK(bitwise_equal(online.entries, postprocess_entries(su.w, CompressorKind::main, online.pooled, 0, su.rope(p), cfg.norm_eps, p)));
+    CHECK(bitwise_equal(online.entries, postprocess_entries(su.w, CompressorKind::main, online.pooled, 0, su.rope(p),
+                                                            cfg.norm_eps, p)));
   }
 }
 
@@ -727,6 +727,7 @@ TEST_CASE("bad input throws") {
   bad.ape.resize(su.r() + 1, bad.ape.cols());
   CHECK_THROWS_AS(compress(bad, su.kind, x, 0, st, rope, su.cfg.norm_eps, p), std::invalid_argument);
   OnlineC128State online = OnlineC128State::fresh(su.d());
-  CHECK_THROWS_AS(compress_online_c128(su.w, x, 0, online, rope, su.cfg.norm_eps, p), std::invalid_argument);  // ratio 4
+  CHECK_THROWS_AS(compress_online_c128(su.w, x, 0, online, rope, su.cfg.norm_eps, p),
+                  std::invalid_argument);  // ratio 4
   CHECK_THROWS_AS(CompressorState::fresh(0, 8), std::invalid_argument);
 }

@@ -154,16 +154,24 @@ TEST_CASE("validate() rejects each broken rule, naming the field and the value")
       {"head_dim not positive", [](ModelConfig& c) { c.head_dim = 0; }, "head_dim", "0"},
       {"rope_head_dim odd", [](ModelConfig& c) { c.rope_head_dim = 63; }, "rope_head_dim", "63"},
       {"rope_head_dim == head_dim", [](ModelConfig& c) { c.rope_head_dim = 128; }, "rope_head_dim", "128"},
-      {"nope dims not a multiple of 64", [](ModelConfig& c) { c.rope_head_dim = 32; }, "head_dim - rope_head_dim", "96"},
+      {"nope dims not a multiple of 64", [](ModelConfig& c) { c.rope_head_dim = 32; }, "head_dim - rope_head_dim",
+       "96"},
       {"q_lora_rank not a multiple of 128", [](ModelConfig& c) { c.q_lora_rank = 96; }, "q_lora_rank", "96"},
       {"o_groups not dividing n_heads", [](ModelConfig& c) { c.o_groups = 3; }, "n_heads", "4"},
-      {"o_groups * o_lora_rank not a multiple of 128", [](ModelConfig& c) { c.o_lora_rank = 32; }, "o_groups * o_lora_rank", "64"},
+      {"o_groups * o_lora_rank not a multiple of 128", [](ModelConfig& c) { c.o_lora_rank = 32; },
+       "o_groups * o_lora_rank", "64"},
       {"o_lora_rank not positive", [](ModelConfig& c) { c.o_lora_rank = 0; }, "o_lora_rank", "0"},
       {"window_size 0", [](ModelConfig& c) { c.window_size = 0; }, "window_size", "0"},
       {"index_topk 0", [](ModelConfig& c) { c.index_topk = 0; }, "index_topk", "0"},
       {"index_n_heads 0", [](ModelConfig& c) { c.index_n_heads = 0; }, "index_n_heads", "0"},
       {"index_head_dim not a power of two", [](ModelConfig& c) { c.index_head_dim = 96; }, "index_head_dim", "96"},
-      {"index_head_dim not a multiple of 32", [](ModelConfig& c) { c.index_head_dim = 16; c.rope_head_dim = 16; c.head_dim = 80; }, "index_head_dim", "16"},
+      {"index_head_dim not a multiple of 32",
+       [](ModelConfig& c) {
+         c.index_head_dim = 16;
+         c.rope_head_dim = 16;
+         c.head_dim = 80;
+       },
+       "index_head_dim", "16"},
       {"index_head_dim below rope_head_dim", [](ModelConfig& c) { c.index_head_dim = 32; }, "index_head_dim", "32"},
       {"max_seq_len not a multiple of 128", [](ModelConfig& c) { c.max_seq_len = 1000; }, "max_seq_len", "1000"},
       {"norm_eps 0", [](ModelConfig& c) { c.norm_eps = 0; }, "norm_eps", "0"},
@@ -292,33 +300,43 @@ TEST_CASE("precision: adding policies leaves every earlier named policy's switch
   // stage reads only switches, so the same switches give the same results bit for bit. Every
   // earlier policy quantizes the indexer q with its keys (the switch added with the keys-only ones).
   const std::pair<const char*, const char*> earlier[] = {
-      {"exact", "activations=fp64 fp32_tensors=fp64 fp8_linears=exact kv_nope=none indexer_qk=none "
-                "indexer_hadamard=on indexer_scores=fp64 attn_probs=fp64 attn_online_blocks=off"},
-      {"official", "activations=bf16 fp32_tensors=fp32 fp8_linears=fp8_block128 kv_nope=e4m3/b64/ue8m0 "
-                   "indexer_qk=e2m1/b32/ue8m0 indexer_hadamard=on indexer_scores=bf16 attn_probs=bf16 "
-                   "attn_online_blocks=on"},
-      {"fp8-indexer", "activations=bf16 fp32_tensors=fp32 fp8_linears=fp8_block128 kv_nope=e4m3/b64/ue8m0 "
-                      "indexer_qk=e4m3/b128/ue8m0 indexer_hadamard=on indexer_scores=bf16 attn_probs=bf16 "
-                      "attn_online_blocks=on"},
-      {"fp8-indexer-no-hadamard", "activations=bf16 fp32_tensors=fp32 fp8_linears=fp8_block128 "
-                                  "kv_nope=e4m3/b64/ue8m0 indexer_qk=e4m3/b128/ue8m0 indexer_hadamard=off "
-                                  "indexer_scores=bf16 attn_probs=bf16 attn_online_blocks=on"},
-      {"fp4-indexer-no-hadamard", "activations=bf16 fp32_tensors=fp32 fp8_linears=fp8_block128 "
-                                  "kv_nope=e4m3/b64/ue8m0 indexer_qk=e2m1/b32/ue8m0 indexer_hadamard=off "
-                                  "indexer_scores=bf16 attn_probs=bf16 attn_online_blocks=on"},
-      {"no-kv-quant", "activations=bf16 fp32_tensors=fp32 fp8_linears=fp8_block128 kv_nope=none "
-                      "indexer_qk=e2m1/b32/ue8m0 indexer_hadamard=on indexer_scores=bf16 attn_probs=bf16 "
-                      "attn_online_blocks=on"},
-      {"bf16", "activations=bf16 fp32_tensors=bf16 fp8_linears=exact kv_nope=none indexer_qk=none "
-               "indexer_hadamard=on indexer_scores=bf16 attn_probs=bf16 attn_online_blocks=on"},
-      {"fp32", "activations=fp32 fp32_tensors=fp32 fp8_linears=exact kv_nope=none indexer_qk=none "
-               "indexer_hadamard=on indexer_scores=fp32 attn_probs=fp32 attn_online_blocks=on"},
-      {"mxfp4-indexer", "activations=bf16 fp32_tensors=fp32 fp8_linears=fp8_block128 kv_nope=e4m3/b64/ue8m0 "
-                        "indexer_qk=e2m1/b32/e8m0-floor indexer_hadamard=on indexer_scores=bf16 attn_probs=bf16 "
-                        "attn_online_blocks=on"},
-      {"nvfp4-indexer", "activations=bf16 fp32_tensors=fp32 fp8_linears=fp8_block128 kv_nope=e4m3/b64/ue8m0 "
-                        "indexer_qk=e2m1/b16/nvfp4-e4m3 indexer_hadamard=on indexer_scores=bf16 attn_probs=bf16 "
-                        "attn_online_blocks=on"}};
+      {"exact",
+       "activations=fp64 fp32_tensors=fp64 fp8_linears=exact kv_nope=none indexer_qk=none "
+       "indexer_hadamard=on indexer_scores=fp64 attn_probs=fp64 attn_online_blocks=off"},
+      {"official",
+       "activations=bf16 fp32_tensors=fp32 fp8_linears=fp8_block128 kv_nope=e4m3/b64/ue8m0 "
+       "indexer_qk=e2m1/b32/ue8m0 indexer_hadamard=on indexer_scores=bf16 attn_probs=bf16 "
+       "attn_online_blocks=on"},
+      {"fp8-indexer",
+       "activations=bf16 fp32_tensors=fp32 fp8_linears=fp8_block128 kv_nope=e4m3/b64/ue8m0 "
+       "indexer_qk=e4m3/b128/ue8m0 indexer_hadamard=on indexer_scores=bf16 attn_probs=bf16 "
+       "attn_online_blocks=on"},
+      {"fp8-indexer-no-hadamard",
+       "activations=bf16 fp32_tensors=fp32 fp8_linears=fp8_block128 "
+       "kv_nope=e4m3/b64/ue8m0 indexer_qk=e4m3/b128/ue8m0 indexer_hadamard=off "
+       "indexer_scores=bf16 attn_probs=bf16 attn_online_blocks=on"},
+      {"fp4-indexer-no-hadamard",
+       "activations=bf16 fp32_tensors=fp32 fp8_linears=fp8_block128 "
+       "kv_nope=e4m3/b64/ue8m0 indexer_qk=e2m1/b32/ue8m0 indexer_hadamard=off "
+       "indexer_scores=bf16 attn_probs=bf16 attn_online_blocks=on"},
+      {"no-kv-quant",
+       "activations=bf16 fp32_tensors=fp32 fp8_linears=fp8_block128 kv_nope=none "
+       "indexer_qk=e2m1/b32/ue8m0 indexer_hadamard=on indexer_scores=bf16 attn_probs=bf16 "
+       "attn_online_blocks=on"},
+      {"bf16",
+       "activations=bf16 fp32_tensors=bf16 fp8_linears=exact kv_nope=none indexer_qk=none "
+       "indexer_hadamard=on indexer_scores=bf16 attn_probs=bf16 attn_online_blocks=on"},
+      {"fp32",
+       "activations=fp32 fp32_tensors=fp32 fp8_linears=exact kv_nope=none indexer_qk=none "
+       "indexer_hadamard=on indexer_scores=fp32 attn_probs=fp32 attn_online_blocks=on"},
+      {"mxfp4-indexer",
+       "activations=bf16 fp32_tensors=fp32 fp8_linears=fp8_block128 kv_nope=e4m3/b64/ue8m0 "
+       "indexer_qk=e2m1/b32/e8m0-floor indexer_hadamard=on indexer_scores=bf16 attn_probs=bf16 "
+       "attn_online_blocks=on"},
+      {"nvfp4-indexer",
+       "activations=bf16 fp32_tensors=fp32 fp8_linears=fp8_block128 kv_nope=e4m3/b64/ue8m0 "
+       "indexer_qk=e2m1/b16/nvfp4-e4m3 indexer_hadamard=on indexer_scores=bf16 attn_probs=bf16 "
+       "attn_online_blocks=on"}};
   const std::vector<PrecisionPolicy> all = PrecisionPolicy::all_named();
   REQUIRE(all.size() >= std::size(earlier));
   for (size_t i = 0; i < std::size(earlier); ++i) {
@@ -331,10 +349,20 @@ TEST_CASE("precision: adding policies leaves every earlier named policy's switch
 
 TEST_CASE("precision: every named policy round-trips by name, unknown names throw listing them") {
   const std::vector<PrecisionPolicy> all = PrecisionPolicy::all_named();
-  const std::vector<std::string> names = {"exact", "official", "fp8-indexer", "fp8-indexer-no-hadamard",
-                                          "fp4-indexer-no-hadamard", "no-kv-quant", "bf16", "fp32",
-                                          "mxfp4-indexer", "nvfp4-indexer", "fp32-probs", "fp32-indexer-scores",
-                                          "fp8-indexer-keys-only", "fp4-indexer-keys-only"};
+  const std::vector<std::string> names = {"exact",
+                                          "official",
+                                          "fp8-indexer",
+                                          "fp8-indexer-no-hadamard",
+                                          "fp4-indexer-no-hadamard",
+                                          "no-kv-quant",
+                                          "bf16",
+                                          "fp32",
+                                          "mxfp4-indexer",
+                                          "nvfp4-indexer",
+                                          "fp32-probs",
+                                          "fp32-indexer-scores",
+                                          "fp8-indexer-keys-only",
+                                          "fp4-indexer-keys-only"};
   REQUIRE(all.size() == names.size());
   std::set<std::string> descriptions;
   for (size_t i = 0; i < all.size(); ++i) {

@@ -151,8 +151,9 @@ TEST_CASE("indexer_scores: causal visibility j < (t+1)/4 in prefill and chunked 
   const auto visible_pattern = [](int64_t start_pos, int64_t s) -> Mat {
     const Index n_keys = (start_pos + s) / 4;
     const Mat q = Mat::Ones(s, 2 * 4), w = Mat::Ones(s, 2), keys = Mat::Ones(n_keys, 4);
-    return indexer_scores(q, w, keys, start_pos, 4, PrecisionPolicy::official())
-        .unaryExpr([](double v) { return std::isfinite(v) ? 1.0 : 0.0; });
+    return indexer_scores(q, w, keys, start_pos, 4, PrecisionPolicy::official()).unaryExpr([](double v) {
+      return std::isfinite(v) ? 1.0 : 0.0;
+    });
   };
   // prefill of 9 tokens: rows 0-2 see nothing, 3-6 entry 0, 7-8 entries 0 and 1
   Mat want(9, 2);
@@ -262,8 +263,8 @@ TEST_CASE("indexer_q: rope then Hadamard then FP4 per 32-block") {
 TEST_CASE("topk: prefill rows with fewer visible entries than k are -1 padded and the offset applied") {
   // scores of a 9-token prefill over 2 entries: rows 0-2 see none, rows 3-6 entry 0, rows 7-8 both
   Mat scores(9, 2);
-  scores << -kInf, -kInf, -kInf, -kInf, -kInf, -kInf, 0.5, -kInf, -2.0, -kInf, 1.0, -kInf, 3.0, -kInf,
-      0.25, 0.75, 0.75, 0.25;
+  scores << -kInf, -kInf, -kInf, -kInf, -kInf, -kInf, 0.5, -kInf, -2.0, -kInf, 1.0, -kInf, 3.0, -kInf, 0.25, 0.75, 0.75,
+      0.25;
   const int k = std::min(8, 2);  // k = min(index_topk, n_keys), one value for the call
   const IndexMat got = topk_indices(scores, k, /*offset=*/9);
   const IndexMat want = rows_of({{-1, -1}, {-1, -1}, {-1, -1}, {9, -1}, {9, -1}, {9, -1}, {9, -1}, {10, 9}, {9, 10}});
@@ -279,8 +280,10 @@ TEST_CASE("topk: ties go to the lower entry index") {
       -1, -1, 5, -1, 5, -1, -kInf,    // two leaders then ties
       kInf, 0, kInf, 0, -kInf, 0, 0;  // +inf ranks first (torch.topk), -inf is the mask
   CHECK(topk_indices(scores, 3, 0) == rows_of({{1, 2, 4}, {0, 1, 2}, {2, 4, 0}, {0, 2, 1}}));
-  CHECK(topk_indices(scores, 5, 100) ==
-        rows_of({{101, 102, 104, 106, 103}, {100, 101, 102, 103, 104}, {102, 104, 100, 101, 103}, {100, 102, 101, 103, 105}}));
+  CHECK(topk_indices(scores, 5, 100) == rows_of({{101, 102, 104, 106, 103},
+                                                 {100, 101, 102, 103, 104},
+                                                 {102, 104, 100, 101, 103},
+                                                 {100, 102, 101, 103, 105}}));
   CHECK(topk_indices(scores, 7, 0).row(0) == Eigen::RowVector<int32_t, 7>(1, 2, 4, 6, 3, 0, -1));
 }
 
@@ -342,8 +345,8 @@ TEST_CASE("window_indices: decode ring slots for pos below and at and above W-1"
   };
   CHECK(decode(1) == rows_of({{0, 1, -1, -1}}));
   CHECK(decode(2) == rows_of({{0, 1, 2, -1}}));
-  CHECK(decode(3) == rows_of({{0, 1, 2, 3}}));   // pos = W-1: arange(0, 4)
-  CHECK(decode(4) == rows_of({{1, 2, 3, 0}}));   // oldest (pos 1 in slot 1) .. newest (pos 4 in slot 0)
+  CHECK(decode(3) == rows_of({{0, 1, 2, 3}}));  // pos = W-1: arange(0, 4)
+  CHECK(decode(4) == rows_of({{1, 2, 3, 0}}));  // oldest (pos 1 in slot 1) .. newest (pos 4 in slot 0)
   CHECK(decode(6) == rows_of({{3, 0, 1, 2}}));
   CHECK(decode(11) == rows_of({{0, 1, 2, 3}}));  // slot 3 holds the newest
 }
@@ -391,9 +394,9 @@ TEST_CASE("IndexSpace: kinds and offsets and positions it does not hold") {
   CHECK(chunk.kind == IndexSpace::Kind::chunked);
   CHECK(chunk.compressed_offset() == 12);
   CHECK(chunk.rows(3) == 15);
-  CHECK(chunk.raw_row(2) == 2);    // oldest ring position (10 - 8)
+  CHECK(chunk.raw_row(2) == 2);  // oldest ring position (10 - 8)
   CHECK(chunk.raw_row(9) == 1);
-  CHECK(chunk.raw_row(10) == 8);   // first fresh row
+  CHECK(chunk.raw_row(10) == 8);  // first fresh row
   CHECK(chunk.raw_row(13) == 11);
   CHECK_THROWS_AS(chunk.raw_row(1), std::out_of_range);   // left the ring before the call
   CHECK_THROWS_AS(chunk.raw_row(14), std::out_of_range);  // not yet computed

@@ -45,7 +45,7 @@ void randomize(CompressorState& s, std::mt19937_64& rng) {
 
 // What a cache must return, kept the plainest way: every write in a map.
 struct Written {
-  std::map<int64_t, Eigen::RowVectorXd> window;                // position -> kv
+  std::map<int64_t, Eigen::RowVectorXd> window;                 // position -> kv
   std::map<std::pair<int, int64_t>, Eigen::RowVectorXd> entry;  // (kind, j) -> entry
   int64_t length = 0;
 };
@@ -53,8 +53,8 @@ struct Written {
 // Writes the same random sequence history to every cache: windows position by position in calls of
 // random length (only the last W of a call, as the layer does), the entries each position completes,
 // and random compressor states after each call. Sequences are interleaved call by call.
-std::vector<Written> write_history(const std::vector<KvCache*>& caches, const ModelConfig& cfg, int ratio,
-                                   int batch, int64_t length, uint64_t seed) {
+std::vector<Written> write_history(const std::vector<KvCache*>& caches, const ModelConfig& cfg, int ratio, int batch,
+                                   int64_t length, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<Written> written(batch);
   std::vector<int64_t> done(batch, 0);
@@ -175,8 +175,8 @@ TEST_CASE("window_row only reads the last W written positions") {
     CHECK_THROWS_AS(cache->window_row(0, 40 - W), std::out_of_range);  // overwritten by position 40
     CHECK_THROWS_AS(cache->window_row(0, 41), std::out_of_range);      // not written yet
     CHECK_THROWS_AS(cache->window_row(0, -1), std::out_of_range);
-    CHECK_THROWS_AS(cache->window_row(1, 0), std::out_of_range);       // other sequence: nothing written
-    CHECK_THROWS_AS(cache->window_row(2, 0), std::out_of_range);       // outside the batch
+    CHECK_THROWS_AS(cache->window_row(1, 0), std::out_of_range);  // other sequence: nothing written
+    CHECK_THROWS_AS(cache->window_row(2, 0), std::out_of_range);  // outside the batch
     // A gap: position 45 written after 40 leaves 41..44 unheld even though they are within W of 45.
     cache->write_window(0, 45, random_row(cfg.head_dim, rng));
     CHECK_THROWS_AS(cache->window_row(0, 43), std::out_of_range);

@@ -131,7 +131,8 @@ void check_call_structure(const Call& call, const ModelConfig& cfg, int ratio) {
       CHECK(logical_row(o.indexer_topk, i, start, s, W) == picks);
       CHECK(got_compressed == picks);
       // Picks first, -1 padding after (prefill rows with fewer visible entries than k).
-      for (Index c = static_cast<Index>(picks.size()); c < o.indexer_topk.cols(); ++c) CHECK(o.indexer_topk(i, c) == -1);
+      for (Index c = static_cast<Index>(picks.size()); c < o.indexer_topk.cols(); ++c)
+        CHECK(o.indexer_topk(i, c) == -1);
     }
   }
 }
@@ -213,8 +214,9 @@ std::vector<int64_t> random_bounds(int64_t first, int64_t length, int W, uint64_
   std::vector<int64_t> bounds{0, first};
   while (bounds.back() < length) {
     const int64_t pick = static_cast<int64_t>(rng() % 4);
-    const int64_t s = pick == 0 ? 1 : pick == 1 ? 2 + static_cast<int64_t>(rng() % W)
-                                                : W + static_cast<int64_t>(rng() % (2 * W));
+    const int64_t s = pick == 0   ? 1
+                      : pick == 1 ? 2 + static_cast<int64_t>(rng() % W)
+                                  : W + static_cast<int64_t>(rng() % (2 * W));
     bounds.push_back(std::min(length, bounds.back() + s));
   }
   return bounds;
@@ -274,7 +276,9 @@ void check_call_splits(int ratio, int64_t length) {
 
 TEST_CASE("ratio 0 prefill == prefill + decodes == chunked and ring == paged bitwise") { check_call_splits(0, 80); }
 TEST_CASE("ratio 4 prefill == prefill + decodes == chunked and ring == paged bitwise") { check_call_splits(4, 150); }
-TEST_CASE("ratio 128 prefill == prefill + decodes == chunked and ring == paged bitwise") { check_call_splits(128, 300); }
+TEST_CASE("ratio 128 prefill == prefill + decodes == chunked and ring == paged bitwise") {
+  check_call_splits(128, 300);
+}
 
 // Brute-force attention of token t over the keys docs/math.md "topk_idxs" names, written from the formula:
 // the window positions max(0, t-W+1)..t (values: the window kv), the compressed entries (every
@@ -358,7 +362,8 @@ TEST_CASE("a batch equals its sequences run alone") {
       auto alone = make_ring_cache(cfg, ratio, 1);
       const std::vector<Call> calls = run_calls(layer, xs[b], bounds, *alone, 0);
       for (size_t c = 0; c < calls.size(); ++c)
-        check_same_outputs(batched[c][b], calls[c].out, "sequence " + std::to_string(b) + ", call " + std::to_string(c));
+        check_same_outputs(batched[c][b], calls[c].out,
+                           "sequence " + std::to_string(b) + ", call " + std::to_string(c));
     }
   }
 }
@@ -380,8 +385,8 @@ TEST_CASE("the indexer of a decode step sees the block it completes") {
     REQUIRE(c.out.indexer_scores.cols() == j + 1);
     CHECK(std::isfinite(c.out.indexer_scores(0, j)));
     const IndexMat& picks = c.out.indexer_topk;
-    const bool picked = std::find(picks.data(), picks.data() + picks.size(), cfg.window_size + j) !=
-                        picks.data() + picks.size();
+    const bool picked =
+        std::find(picks.data(), picks.data() + picks.size(), cfg.window_size + j) != picks.data() + picks.size();
     // Its rank: earlier entries scoring at least as high go first (ties to the lower index).
     int64_t rank = 0;
     for (int64_t i = 0; i < j; ++i) rank += c.out.indexer_scores(0, i) >= c.out.indexer_scores(0, j) ? 1 : 0;

@@ -134,7 +134,7 @@ TEST_CASE("e4m3: saturation to +-448, signed zero, subnormals, NaN") {
     CHECK(fp8_e4m3_encode(x) == 0x7e);
     CHECK(fp8_e4m3_encode(-x) == 0xfe);
   }
-  CHECK(fp8_e4m3_round(432) == 448);    // midpoint of 416 (0x7d, odd) and 448 (0x7e, even)
+  CHECK(fp8_e4m3_round(432) == 448);  // midpoint of 416 (0x7d, odd) and 448 (0x7e, even)
   CHECK(fp8_e4m3_round(431.9) == 416);
 
   CHECK(same_bits(fp8_e4m3_round(0.0), 0.0));
@@ -146,10 +146,10 @@ TEST_CASE("e4m3: saturation to +-448, signed zero, subnormals, NaN") {
   CHECK(fp8_e4m3_round(0x1p-10) == 0);
   CHECK(fp8_e4m3_round(0x1p-10 + 0x1p-30) == 0x1p-9);
   CHECK(fp8_e4m3_round(0x1p-9) == 0x1p-9);
-  CHECK(fp8_e4m3_round(3 * 0x1p-10) == 0x1p-8);    // 1.5 * 2^-9: tie of codes 1 and 2 -> 2
-  CHECK(fp8_e4m3_round(5 * 0x1p-10) == 0x1p-8);    // 2.5 * 2^-9: tie of codes 2 and 3 -> 2
-  CHECK(fp8_e4m3_round(7.5 * 0x1p-9) == 0x1p-6);   // tie of codes 7 and 8 (the first normal) -> 8
-  CHECK(fp8_e4m3_round(15.5 * 0x1p-9) == 0x1p-5);  // tie of codes 15 and 16 -> 16
+  CHECK(fp8_e4m3_round(3 * 0x1p-10) == 0x1p-8);         // 1.5 * 2^-9: tie of codes 1 and 2 -> 2
+  CHECK(fp8_e4m3_round(5 * 0x1p-10) == 0x1p-8);         // 2.5 * 2^-9: tie of codes 2 and 3 -> 2
+  CHECK(fp8_e4m3_round(7.5 * 0x1p-9) == 0x1p-6);        // tie of codes 7 and 8 (the first normal) -> 8
+  CHECK(fp8_e4m3_round(15.5 * 0x1p-9) == 0x1p-5);       // tie of codes 15 and 16 -> 16
   CHECK(fp8_e4m3_round(17.5 * 0x1p-9) == 18 * 0x1p-9);  // above 2^-5 the step is 2^-8: 16, 18, ...
 
   CHECK(std::isnan(fp8_e4m3_round(kNaN)));
@@ -183,8 +183,7 @@ TEST_CASE("e2m1: all 16 codes decode and re-encode, the grid") {
 
 TEST_CASE("e2m1: the spec's tie table, every midpoint, saturation, NaN") {
   // DeepSeek's fp4_act_quant and CUDA's cvt.rn.satfinite both round to nearest even (docs/math.md).
-  const std::pair<double, double> ties[] = {{0.25, 0}, {0.75, 1}, {1.25, 1}, {1.75, 2},
-                                            {2.5, 2},  {3.5, 4},  {5, 4}};
+  const std::pair<double, double> ties[] = {{0.25, 0}, {0.75, 1}, {1.25, 1}, {1.75, 2}, {2.5, 2}, {3.5, 4}, {5, 4}};
   for (auto [x, expected] : ties) {
     CAPTURE(x);
     CHECK(fp4_e2m1_round(x) == expected);
@@ -327,7 +326,7 @@ TEST_CASE("e8m0 floor (OCP MX): 2^(floor(log2 amax) - emax_elem), the block top 
   CHECK(block_scale(mx, 0.75, 0) == 0.125);  // floor(log2 0.75) = -1
   CHECK(block_scale(mx, 0, 0) == 0x1p-127);  // the smallest E8M0 value
   const BlockFormat mx8{Element::e4m3, 32, ScaleRule::e8m0_floor};
-  CHECK(block_scale(mx8, 500, 0) == 1);      // floor(log2 500) = 8, emax(e4m3) = 8
+  CHECK(block_scale(mx8, 500, 0) == 1);  // floor(log2 500) = 8, emax(e4m3) = 8
   CHECK(block_scale(mx8, 1, 0) == 0x1p-8);
 
   // amax 7.5 with scale 1: 7.5 clips to 6. Each other element by hand on the e2m1 grid.
@@ -378,7 +377,8 @@ TEST_CASE("fake-quant UE8M0: every result is s * (nearest grid point of x / s), 
     for (uint32_t seed = 10; seed < 20; ++seed) {
       // Blocks of widely different magnitudes (2^-20 .. 2^20) so that the scales differ.
       std::vector<double> row = random_values(256, -4, 4, seed);
-      for (size_t i = 0; i < row.size(); ++i) row[i] = static_cast<float>(row[i] * std::ldexp(1.0, static_cast<int>(i / f.block) * 9 - 20));
+      for (size_t i = 0; i < row.size(); ++i)
+        row[i] = static_cast<float>(row[i] * std::ldexp(1.0, static_cast<int>(i / f.block) * 9 - 20));
       std::vector<double> out = row;
       fake_quant_row(f, out);
       const QuantizedRow q = quantize_row(f, row);
@@ -424,17 +424,17 @@ TEST_CASE("fake-quant NVFP4: an example by hand, and the tensor scale") {
   row[3] = 560;    // 1.25: tie -> 1 -> 448
   row[4] = -1000;  // -2.23 -> -2 -> -896
   // Block 1: amax 30 -> scale e4m3(5) = 5 (1.25 * 4 is an e4m3 value).
-  row[16] = 30;     // 6 -> 30
-  row[17] = 12.5;   // 2.5: tie -> 2 -> 10
-  row[18] = -17;    // -3.4 -> -3 -> -15
-  row[19] = 0.3;    // 0.06 -> 0
+  row[16] = 30;    // 6 -> 30
+  row[17] = 12.5;  // 2.5: tie -> 2 -> 10
+  row[18] = -17;   // -3.4 -> -3 -> -15
+  row[19] = 0.3;   // 0.06 -> 0
   // Block 2: amax 0.001 -> 0.001 / 6 = 1.7e-4 is below 2^-10, half the smallest e4m3 subnormal:
   // the scale rounds to 0 and becomes 1.0; 0.001 / 1 -> 0.
   row[32] = 0.001;
   // Block 3: amax 7 -> 7 / 6 = 1.1667 lies between e4m3 1.125 and 1.25, nearer 1.125.
-  row[48] = 7;      // 6.22 -> 6 -> 6.75
-  row[49] = 3.9;    // 3.47 -> 3 -> 3.375
-  row[50] = -2;     // -1.78 -> -2 -> -2.25
+  row[48] = 7;    // 6.22 -> 6 -> 6.75
+  row[49] = 3.9;  // 3.47 -> 3 -> 3.375
+  row[50] = -2;   // -1.78 -> -2 -> -2.25
   const BlockFormat f = BlockFormat::nvfp4();
   const QuantizedRow q = quantize_row(f, row);
   CHECK(q.tensor_scale == 1);
@@ -442,9 +442,9 @@ TEST_CASE("fake-quant NVFP4: an example by hand, and the tensor scale") {
 
   std::vector<double> out = row;
   fake_quant_row(f, out);
-  const std::vector<std::pair<int, double>> expected = {
-      {0, 2688}, {1, 1344}, {2, 0}, {3, 448}, {4, -896}, {16, 30}, {17, 10}, {18, -15},
-      {19, 0},   {32, 0},   {48, 6.75}, {49, 3.375}, {50, -2.25}, {63, 0}};
+  const std::vector<std::pair<int, double>> expected = {{0, 2688},  {1, 1344},   {2, 0},      {3, 448}, {4, -896},
+                                                        {16, 30},   {17, 10},    {18, -15},   {19, 0},  {32, 0},
+                                                        {48, 6.75}, {49, 3.375}, {50, -2.25}, {63, 0}};
   for (auto [i, v] : expected) {
     CAPTURE(i);
     CHECK(out[i] == v);

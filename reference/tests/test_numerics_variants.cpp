@@ -127,7 +127,8 @@ TEST_CASE("variant scales: UE8M0 floor is the exponent without the ceiling, and 
   BlockFormat floor = BlockFormat::fp4_indexer();
   floor.scale = ScaleRule::ue8m0_floor;
   std::vector<double> row(32, 0.25);
-  row[0] = 5.0;  // amax/6 = 0.833: ceil scale 1 (5 -> 5 rounds to 4), floor scale 0.5 (5/0.5 = 10 -> saturates at 6 -> 3)
+  row[0] =
+      5.0;  // amax/6 = 0.833: ceil scale 1 (5 -> 5 rounds to 4), floor scale 0.5 (5/0.5 = 10 -> saturates at 6 -> 3)
   std::vector<double> ceiled = row, floored = row;
   fake_quant_row(BlockFormat::fp4_indexer(), ceiled);
   fake_quant_row(floor, floored);
@@ -194,7 +195,8 @@ TEST_CASE("variant RoPE: first dims and halves are the official rotation of perm
     halves[d - rope + 2 * i] = d - rope + i;
     halves[d - rope + 2 * i + 1] = d - rope + half + i;
   }
-  for (const auto& [pairs, perm] : {std::pair{RopePairs::first_interleaved, swap}, std::pair{RopePairs::last_halves, halves}}) {
+  for (const auto& [pairs, perm] :
+       {std::pair{RopePairs::first_interleaved, swap}, std::pair{RopePairs::last_halves, halves}}) {
     NumericsVariant v;
     v.rope_pairs = pairs;
     Mat variant = x;
@@ -221,13 +223,16 @@ TEST_CASE("variant ape shift: the compressor with ape[(t + 1) mod r] is the comp
     NumericsVariant v;
     v.ape_shift = 1;
     CompressorState s1 = CompressorState::fresh(ratio, cfg.head_dim), s2 = s1;
-    const CompressorOutput a = compress(w.compressor, CompressorKind::main, x, 0, s1, rope, cfg.norm_eps, with_variant(v));
-    const CompressorOutput b = compress(rolled, CompressorKind::main, x, 0, s2, rope, cfg.norm_eps, PrecisionPolicy::official());
+    const CompressorOutput a =
+        compress(w.compressor, CompressorKind::main, x, 0, s1, rope, cfg.norm_eps, with_variant(v));
+    const CompressorOutput b =
+        compress(rolled, CompressorKind::main, x, 0, s2, rope, cfg.norm_eps, PrecisionPolicy::official());
     CHECK(bitwise_equal(a.entries, b.entries));
     CHECK(bitwise_equal(s1.score, s2.score));
     CompressorState s3 = CompressorState::fresh(ratio, cfg.head_dim);
-    CHECK_FALSE(bitwise_equal(compress(w.compressor, CompressorKind::main, x, 0, s3, rope, cfg.norm_eps,
-                                       PrecisionPolicy::official()).entries, a.entries));
+    CHECK_FALSE(bitwise_equal(
+        compress(w.compressor, CompressorKind::main, x, 0, s3, rope, cfg.norm_eps, PrecisionPolicy::official()).entries,
+        a.entries));
   }
 }
 
@@ -274,15 +279,15 @@ TEST_CASE("variant attention: the sink dropped and the scale from another dim, a
       }
     return o;
   };
-  for (const auto& [dev, scale, sink] :
-       {std::tuple{Deviation::sink_dropped, 1 / std::sqrt(128.0), false},
-        std::tuple{Deviation::softmax_scale_nope_dim, 1 / std::sqrt(64.0), true}}) {
+  for (const auto& [dev, scale, sink] : {std::tuple{Deviation::sink_dropped, 1 / std::sqrt(128.0), false},
+                                         std::tuple{Deviation::softmax_scale_nope_dim, 1 / std::sqrt(64.0), true}}) {
     const AttentionLayer layer(cfg, weights, deviated_policy(exact, Mutation{Stage::attn_core, dev}, 0));
     const Mat o = oracle_stages().sparse_mqa(layer, q, rows, idx);
     CHECK((o - formula(scale, sink)).cwiseAbs().maxCoeff() < 1e-12);
   }
   const AttentionLayer clean(cfg, weights, exact);
-  CHECK((oracle_stages().sparse_mqa(clean, q, rows, idx) - formula(1 / std::sqrt(128.0), true)).cwiseAbs().maxCoeff() < 1e-12);
+  CHECK((oracle_stages().sparse_mqa(clean, q, rows, idx) - formula(1 / std::sqrt(128.0), true)).cwiseAbs().maxCoeff() <
+        1e-12);
 }
 
 TEST_CASE("output deviations: next bf16 up, times 1.1 and 0.5, one index replaced") {
@@ -382,7 +387,8 @@ TEST_CASE("MutatedStages: the named stage differs, the stages it does not feed a
         // The target itself changes, except for bugs these 13 tokens cannot show: amax floors
         // (no block has amax < 1e-4), an indexer mask shift or a replaced index where nothing is
         // visible, the ape shift of a ratio-128 layer that completes no entry.
-        const bool may_not_show = m.deviation == Deviation::amax_floor_1e4 || m.deviation == Deviation::amax_floor_6x2m126 ||
+        const bool may_not_show = m.deviation == Deviation::amax_floor_1e4 ||
+                                  m.deviation == Deviation::amax_floor_6x2m126 ||
                                   (ratio == 128 && s.name.starts_with("compressor/"));
         if (!may_not_show) {
           const bool same = s.dense_result ? bitwise_equal(*s.dense_result(out), *s.dense_result(clean))

@@ -170,7 +170,9 @@ TEST_CASE("head_rms_norm official runs bf16 ops: output on the grid, within the 
 
 TEST_CASE("YaRN correction range of V4 (base 160000, L 65536, beta 32 / 1) is low 15, high 25") {
   // the spec's formula, as a table check: corr(32) = 15.45, corr(1) = 24.71
-  const auto corr = [](double r) { return 64 * std::log(65536 / (r * 2 * std::numbers::pi)) / (2 * std::log(160000.0)); };
+  const auto corr = [](double r) {
+    return 64 * std::log(65536 / (r * 2 * std::numbers::pi)) / (2 * std::log(160000.0));
+  };
   CHECK(corr(32) == doctest::Approx(15.45).epsilon(1e-3));
   CHECK(corr(1) == doctest::Approx(24.71).epsilon(1e-3));
 
@@ -182,8 +184,10 @@ TEST_CASE("YaRN correction range of V4 (base 160000, L 65536, beta 32 / 1) is lo
   const RopeTable yarn = RopeTable::make(64, 160000, 65536, 16, 32, 1, Storage::fp32);
   for (int i = 0; i < 32; ++i) {
     CAPTURE(i);
-    if (i <= 15) CHECK(yarn.freqs(i) == plain.freqs(i));
-    else if (i >= 25) CHECK(yarn.freqs(i) == plain.freqs(i) / 16);
+    if (i <= 15)
+      CHECK(yarn.freqs(i) == plain.freqs(i));
+    else if (i >= 25)
+      CHECK(yarn.freqs(i) == plain.freqs(i) / 16);
     else {
       CHECK(yarn.freqs(i) < plain.freqs(i));
       CHECK(yarn.freqs(i) > plain.freqs(i) / 16);
@@ -276,7 +280,8 @@ TEST_CASE("apply_rope official: complex64 product, written back as bf16") {
       for (int i = 0; i < 32; ++i) {
         const Index k = h * d + 64 + 2 * i;
         const double s = inverse ? -table.sin_at(777, i) : table.sin_at(777, i);
-        const std::complex<double> z = std::complex<double>(x(0, k), x(0, k + 1)) * std::complex<double>(table.cos_at(777, i), s);
+        const std::complex<double> z =
+            std::complex<double>(x(0, k), x(0, k + 1)) * std::complex<double>(table.cos_at(777, i), s);
         CHECK(y(0, k) == round_to(Storage::bf16, round_to(Storage::fp32, z.real())));
         CHECK(y(0, k + 1) == round_to(Storage::bf16, round_to(Storage::fp32, z.imag())));
       }
@@ -304,7 +309,7 @@ TEST_CASE("hadamard_rows is x H^T n^-1/2 with the natural-order Sylvester matrix
     CAPTURE(n);
     const Mat H = sylvester(n);
     CHECK((H * H.transpose() - n * Mat::Identity(n, n)).cwiseAbs().maxCoeff() == 0);  // H H^T = n I
-    const Mat x = random_mat(5, 3 * n, 9 + n);  // three blocks per row
+    const Mat x = random_mat(5, 3 * n, 9 + n);                                        // three blocks per row
     const Mat y = hadamard_rows(x, n, exact);
     for (int b = 0; b < 3; ++b) {
       const Mat expected = x.middleCols(b * n, n) * H.transpose() / std::sqrt(double(n));
@@ -314,7 +319,8 @@ TEST_CASE("hadamard_rows is x H^T n^-1/2 with the natural-order Sylvester matrix
     // H/sqrt(n) is symmetric and orthogonal: applying it twice is the identity
     CHECK((hadamard_rows(y, n, exact) - x).cwiseAbs().maxCoeff() <= 4 * n * kDoubleEps);
     // the transform of the identity is H / sqrt(n), rows in natural order
-    CHECK((hadamard_rows(Mat::Identity(n, n), n, exact) * std::sqrt(double(n)) - H).cwiseAbs().maxCoeff() <= 4 * kDoubleEps);
+    CHECK((hadamard_rows(Mat::Identity(n, n), n, exact) * std::sqrt(double(n)) - H).cwiseAbs().maxCoeff() <=
+          4 * kDoubleEps);
   }
 }
 
@@ -325,7 +331,7 @@ TEST_CASE("hadamard_rows official: bf16 output within rounding of the exact tran
   CHECK(all_on_bf16_grid(official));
   for (Index i = 0; i < x.size(); ++i)  // fp32 then bf16 rounding: unit roundoffs 2^-24 + 2^-8
     CHECK(std::fabs(official.data()[i] - exact.data()[i]) <= (0x1p-8 + 0x1p-23) * std::fabs(exact.data()[i]));
-  CHECK_THROWS_AS(hadamard_rows(x, 96, PrecisionPolicy::exact()), std::invalid_argument);  // not a power of 2
+  CHECK_THROWS_AS(hadamard_rows(x, 96, PrecisionPolicy::exact()), std::invalid_argument);   // not a power of 2
   CHECK_THROWS_AS(hadamard_rows(x, 512, PrecisionPolicy::exact()), std::invalid_argument);  // 256 % 512 != 0
 }
 
@@ -467,14 +473,24 @@ TEST_CASE("fp8_weight_fake_quant: e4m3 values times one power-of-two scale per 1
 
 namespace {
 std::vector<std::pair<std::string, Mat>> all_tensors(const AttentionWeights& w) {
-  std::vector<std::pair<std::string, Mat>> t = {
-      {"wq_a", w.wq_a}, {"q_norm", w.q_norm}, {"wq_b", w.wq_b}, {"wkv", w.wkv}, {"kv_norm", w.kv_norm},
-      {"attn_sink", w.attn_sink}, {"wo_a", w.wo_a}, {"wo_b", w.wo_b},
-      {"compressor/wkv", w.compressor.wkv}, {"compressor/wgate", w.compressor.wgate},
-      {"compressor/ape", w.compressor.ape}, {"compressor/norm", w.compressor.norm},
-      {"indexer/wq_b", w.indexer.wq_b}, {"indexer/weights_proj", w.indexer.weights_proj},
-      {"indexer/compressor/wkv", w.indexer.compressor.wkv}, {"indexer/compressor/wgate", w.indexer.compressor.wgate},
-      {"indexer/compressor/ape", w.indexer.compressor.ape}, {"indexer/compressor/norm", w.indexer.compressor.norm}};
+  std::vector<std::pair<std::string, Mat>> t = {{"wq_a", w.wq_a},
+                                                {"q_norm", w.q_norm},
+                                                {"wq_b", w.wq_b},
+                                                {"wkv", w.wkv},
+                                                {"kv_norm", w.kv_norm},
+                                                {"attn_sink", w.attn_sink},
+                                                {"wo_a", w.wo_a},
+                                                {"wo_b", w.wo_b},
+                                                {"compressor/wkv", w.compressor.wkv},
+                                                {"compressor/wgate", w.compressor.wgate},
+                                                {"compressor/ape", w.compressor.ape},
+                                                {"compressor/norm", w.compressor.norm},
+                                                {"indexer/wq_b", w.indexer.wq_b},
+                                                {"indexer/weights_proj", w.indexer.weights_proj},
+                                                {"indexer/compressor/wkv", w.indexer.compressor.wkv},
+                                                {"indexer/compressor/wgate", w.indexer.compressor.wgate},
+                                                {"indexer/compressor/ape", w.indexer.compressor.ape},
+                                                {"indexer/compressor/norm", w.indexer.compressor.norm}};
   return t;
 }
 
@@ -505,8 +521,8 @@ TEST_CASE("random weights: checkpoint grids and shapes, deterministic by seed an
     CHECK(same_bits(to_storage(Storage::fp32, w.compressor.ape), w.compressor.ape));
     CHECK(same_bits(to_storage(Storage::fp32, Mat(w.attn_sink)), Mat(w.attn_sink)));
     // fan-in scaling: a unit-variance input gives O(1) projections
-    const double rms = (random_mat(16, cfg.dim, 43) * std::sqrt(3.0) * w.wq_a.transpose()).norm() /
-                       std::sqrt(16.0 * cfg.q_lora_rank);
+    const double rms =
+        (random_mat(16, cfg.dim, 43) * std::sqrt(3.0) * w.wq_a.transpose()).norm() / std::sqrt(16.0 * cfg.q_lora_rank);
     CHECK(rms > 0.5);
     CHECK(rms < 2.0);
     CHECK(std::fabs(w.q_norm.mean() - 1) < 0.1);

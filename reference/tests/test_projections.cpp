@@ -111,10 +111,10 @@ Mat normalized(const Mat& y, Index width, const Vec* weight, double eps) {
 TEST_CASE("quantize_kv_nope: hand-computed e4m3 values with a UE8M0 block scale and rope dims untouched") {
   // One block of 64 nope dims (amax 100: t = 100/448 = 0.223, s = 2^ceil(log2 t) = 1/4), then 2 rope dims.
   Mat kv = Mat::Zero(1, 66);
-  kv(0, 0) = 100.0;    // 400 -> e4m3 spacing 32 in [256, 512): 12.5 ties to even 12 -> 384 -> 96
-  kv(0, 1) = 1.0;      // 4 is on the grid
-  kv(0, 2) = 0.3;      // 1.2 -> spacing 1/8 in [1, 2): 9.6 -> 10 -> 1.25 -> 0.3125
-  kv(0, 3) = -0.01;    // -0.04 -> subnormal spacing 2^-9: 20.48 -> 20 -> -0.0390625 -> -0.009765625
+  kv(0, 0) = 100.0;         // 400 -> e4m3 spacing 32 in [256, 512): 12.5 ties to even 12 -> 384 -> 96
+  kv(0, 1) = 1.0;           // 4 is on the grid
+  kv(0, 2) = 0.3;           // 1.2 -> spacing 1/8 in [1, 2): 9.6 -> 10 -> 1.25 -> 0.3125
+  kv(0, 3) = -0.01;         // -0.04 -> subnormal spacing 2^-9: 20.48 -> 20 -> -0.0390625 -> -0.009765625
   kv(0, 64) = 0.123456789;  // rope dims keep their values, even off the bf16 grid
   kv(0, 65) = -7.77;
   Mat unset = kv;
@@ -204,7 +204,8 @@ TEST_CASE("q_heads: per-head weightless RMS norm then RoPE at start_pos + i") {
     const PrecisionPolicy p = PrecisionPolicy::exact();
     const RopeTable rope = RopeTable::for_layer(cfg, 0, p);
     Mat want = normalized(latent * w.wq_b.transpose(), cfg.head_dim, nullptr, cfg.norm_eps);
-    for (Index i = 0; i < want.rows(); ++i) rotate_heads(want.row(i), cfg.n_heads, cfg.head_dim, rope, start_pos + i, +1);
+    for (Index i = 0; i < want.rows(); ++i)
+      rotate_heads(want.row(i), cfg.n_heads, cfg.head_dim, rope, start_pos + i, +1);
     CHECK((q_heads(w, latent, start_pos, rope, cfg, p) - want).cwiseAbs().maxCoeff() < 1e-12);  // fp64 reassociation
   }
 
@@ -226,7 +227,8 @@ TEST_CASE("q_heads: per-head weightless RMS norm then RoPE at start_pos + i") {
     // within bf16 roundings of the exact formula on the same projection: the norm's five bf16 ops
     // and RoPE's bf16 store, each relative 2^-8 (RoPE mixes a pair, so relative to the largest value)
     Mat exact = normalized(projected, cfg.head_dim, nullptr, cfg.norm_eps);
-    for (Index i = 0; i < exact.rows(); ++i) rotate_heads(exact.row(i), cfg.n_heads, cfg.head_dim, rope, start_pos + i, +1);
+    for (Index i = 0; i < exact.rows(); ++i)
+      rotate_heads(exact.row(i), cfg.n_heads, cfg.head_dim, rope, start_pos + i, +1);
     CHECK((got - exact).cwiseAbs().maxCoeff() <= 6 * std::ldexp(exact.cwiseAbs().maxCoeff(), -8));
   }
 }
@@ -253,7 +255,8 @@ TEST_CASE("inverse_rope_heads undoes RoPE and touches only the rope dims") {
   const Mat got = inverse_rope_heads(o, start_pos, rope, cfg, p);
   CHECK((got - want).cwiseAbs().maxCoeff() < 1e-14);
   for (int h = 0; h < cfg.n_heads; ++h)
-    CHECK(bitwise_equal(got.middleCols(h * cfg.head_dim, cfg.nope_dim()), o.middleCols(h * cfg.head_dim, cfg.nope_dim())));
+    CHECK(bitwise_equal(got.middleCols(h * cfg.head_dim, cfg.nope_dim()),
+                        o.middleCols(h * cfg.head_dim, cfg.nope_dim())));
 }
 
 TEST_CASE("grouped_wo_a equals the dense block-diagonal product") {

@@ -1,7 +1,7 @@
 // sparse_mqa against an independent fp64 softmax written with a log-sum-exp, and the adversarial
-// inputs the engines' kernels are known to fail on (docs/tolerances.md): invalid slots anywhere (whole 64-blocks, the first
-// one included: vLLM #48364), NaN in unreferenced kv rows, duplicate indices, sinks of +-inf and
-// out-of-range indices.
+// inputs the engines' kernels are known to fail on (docs/tolerances.md): invalid slots anywhere (whole 64-blocks, the
+// first one included: vLLM #48364), NaN in unreferenced kv rows, duplicate indices, sinks of +-inf and out-of-range
+// indices.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -349,10 +349,7 @@ TEST_CASE("sparse_mqa: -1 slots are skipped wherever they are") {
   const double scale = 0.25;
   // row 0: -1 at the front, row 1: in the middle, row 2: at the end, row 3: a mix
   IndexMat idx(4, 8);
-  idx << -1, -1, 3, 7, 9, 2, 11, 5,
-          3, 7, -1, -1, -1, 9, 2, 11,
-          3, 7, 9, 2, 11, -1, -1, -1,
-         -1, 3, -1, 7, 9, -1, 2, -1;
+  idx << -1, -1, 3, 7, 9, 2, 11, 5, 3, 7, -1, -1, -1, 9, 2, 11, 3, 7, 9, 2, 11, -1, -1, -1, -1, 3, -1, 7, 9, -1, 2, -1;
   const IndexMat compact = without_invalid(idx);
   // One pass (exact policy): the same terms in the same order, bitwise.
   CHECK(bitwise_equal(sparse_mqa(q, kv, sink, idx, 2, scale, PrecisionPolicy::exact()),

@@ -27,12 +27,8 @@ static_assert(std::endian::native == std::endian::little, "the file protocol is 
 namespace {
 
 const std::vector<BlockFormat> kFormats = {
-    BlockFormat::fp8_kv(),
-    BlockFormat::fp4_indexer(),
-    BlockFormat::fp8_per_head(128),
-    BlockFormat::mxfp4(),
-    BlockFormat::nvfp4(),
-    {Element::e4m3, 128, ScaleRule::fp32_amax},
+    BlockFormat::fp8_kv(), BlockFormat::fp4_indexer(), BlockFormat::fp8_per_head(128),
+    BlockFormat::mxfp4(),  BlockFormat::nvfp4(),       {Element::e4m3, 128, ScaleRule::fp32_amax},
 };
 
 std::string format_names() {

@@ -44,8 +44,8 @@ struct CallCapture {
 
 // layers/<L>: one captured attention layer.
 struct LayerCapture {
-  int index = 0;           // L, the layer's index in the model
-  int compress_ratio = 0;  // 0, 4 or 128
+  int index = 0;                  // L, the layer's index in the model
+  int compress_ratio = 0;         // 0, 4 or 128
   ref::AttentionWeights weights;  // compressor / indexer parts filled when the ratio has them
   // attr `linear` of each projection weight ("fp8" | "bf16" | "fp32"), keyed by weight path
   // ("wq_a", "indexer/wq_b", "compressor/wkv"); the spec's default where the file has none.

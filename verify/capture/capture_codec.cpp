@@ -91,7 +91,8 @@ uint64_t checked_numel(const std::vector<int64_t>& shape, uint64_t bound, const 
   uint64_t n = 1;
   for (int64_t extent : shape) {
     if (extent < 0) malformed(fmt::format("{}: negative extent {}", what, extent));
-    if (extent != 0 && n > bound / static_cast<uint64_t>(extent)) malformed(fmt::format("{}: more than {} elements", what, bound));
+    if (extent != 0 && n > bound / static_cast<uint64_t>(extent))
+      malformed(fmt::format("{}: more than {} elements", what, bound));
     n *= static_cast<uint64_t>(extent);
   }
   return n;

@@ -32,12 +32,9 @@ inline constexpr ConfigIntAttr kConfigIntAttrs[] = {
 };
 
 inline constexpr ConfigRealAttr kConfigRealAttrs[] = {
-    {"rope_theta", &ref::ModelConfig::rope_theta},
-    {"compress_rope_theta", &ref::ModelConfig::compress_rope_theta},
-    {"rope_factor", &ref::ModelConfig::rope_factor},
-    {"beta_fast", &ref::ModelConfig::beta_fast},
-    {"beta_slow", &ref::ModelConfig::beta_slow},
-    {"norm_eps", &ref::ModelConfig::norm_eps},
+    {"rope_theta", &ref::ModelConfig::rope_theta},   {"compress_rope_theta", &ref::ModelConfig::compress_rope_theta},
+    {"rope_factor", &ref::ModelConfig::rope_factor}, {"beta_fast", &ref::ModelConfig::beta_fast},
+    {"beta_slow", &ref::ModelConfig::beta_slow},     {"norm_eps", &ref::ModelConfig::norm_eps},
 };
 
 // The string attribute of /config naming the precision policy ("official" = DeepSeek's numerics).

@@ -44,7 +44,8 @@ void check_value_type(const DatasetLocation& at, const hdf5::TypeInfo& type, boo
     throw CaptureError(at.file, at.path, "an integer dataset (int32 or int64 indices)", type.name);
   }
   if (!is_index && type.type_class != hdf5::TypeClass::floating) {
-    std::string hint = type.name.starts_with("opaque") ? " (store bfloat16 values as float32 with attr dtype = 'bfloat16')" : "";
+    std::string hint =
+        type.name.starts_with("opaque") ? " (store bfloat16 values as float32 with attr dtype = 'bfloat16')" : "";
     throw CaptureError(at.file, at.path, "a floating-point dataset (float32)", type.name + hint);
   }
 }
@@ -59,7 +60,8 @@ void check_shape(const DatasetLocation& at, std::span<const int64_t> found, std:
 
 void check_size(const DatasetLocation& at, int64_t elements, int64_t max_elements) {
   if (elements > max_elements) {
-    throw CaptureError(at.file, at.path, fmt::format("at most {} elements (ReadOptions::max_dataset_elements)", max_elements),
+    throw CaptureError(at.file, at.path,
+                       fmt::format("at most {} elements (ReadOptions::max_dataset_elements)", max_elements),
                        fmt::format("{} elements", elements));
   }
 }
@@ -67,8 +69,8 @@ void check_size(const DatasetLocation& at, int64_t elements, int64_t max_element
 void check_dtype_name(const DatasetLocation& at, const std::string& dtype, bool is_index) {
   static constexpr std::string_view float_names[] = {"bfloat16", "float32", "float8_e4m3fn", "float16", "float64"};
   static constexpr std::string_view index_names[] = {"int32", "int64"};
-  std::span<const std::string_view> allowed = is_index ? std::span<const std::string_view>(index_names)
-                                                       : std::span<const std::string_view>(float_names);
+  std::span<const std::string_view> allowed =
+      is_index ? std::span<const std::string_view>(index_names) : std::span<const std::string_view>(float_names);
   if (std::find(allowed.begin(), allowed.end(), dtype) == allowed.end()) {
     throw CaptureError(at.file, at.path + ": attribute 'dtype'", fmt::format("one of {}", fmt::join(allowed, ", ")),
                        fmt::format("'{}'", dtype));

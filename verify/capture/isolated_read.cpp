@@ -1,12 +1,11 @@
 #include "verify/capture/isolated_read.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -201,14 +200,16 @@ std::string seconds_text(double s) { return fmt::format("{:g} s", s); }
 std::string mib_text(int64_t bytes) { return fmt::format("{} MiB", bytes >> 20); }
 
 CaptureError out_of_time(const std::string& path, const ReadLimits& limits) {
-  return CaptureError(path, "/", fmt::format("a read within {} ({} sets the limit)", seconds_text(limits.seconds), kReadSecondsEnv),
-                      fmt::format("a read still going after {}, stopped", seconds_text(limits.seconds)));
+  return CaptureError(
+      path, "/", fmt::format("a read within {} ({} sets the limit)", seconds_text(limits.seconds), kReadSecondsEnv),
+      fmt::format("a read still going after {}, stopped", seconds_text(limits.seconds)));
 }
 
 CaptureError out_of_memory(const std::string& path, const ReadLimits& limits) {
-  return CaptureError(path, "/",
-                      fmt::format("a read within {} of memory ({} sets the limit)", mib_text(limits.memory_bytes), kReadMemoryEnv),
-                      "a read that needs more (out of memory)");
+  return CaptureError(
+      path, "/",
+      fmt::format("a read within {} of memory ({} sets the limit)", mib_text(limits.memory_bytes), kReadMemoryEnv),
+      "a read that needs more (out of memory)");
 }
 
 // How the child ended, when it did not hand over an outcome.
@@ -219,8 +220,9 @@ CaptureError ended_without_outcome(const std::string& path, const ReadLimits& li
     const char* name = ::sigabbrev_np(signal);
     const std::string signal_text = fmt::format("signal {}, SIG{}", signal, name ? name : "?");
     if (signal == SIGKILL) {
-      return CaptureError(path, "/", "a read the system lets finish",
-                          fmt::format("the reading process killed ({}; by the kernel's out-of-memory killer?)", signal_text));
+      return CaptureError(
+          path, "/", "a read the system lets finish",
+          fmt::format("the reading process killed ({}; by the kernel's out-of-memory killer?)", signal_text));
     }
     return CaptureError(path, "/", "a file the HDF5 library reads without crashing",
                         fmt::format("a crash while reading it ({}): a damaged file", signal_text));
@@ -295,24 +297,19 @@ Capture read_capture_isolated(const std::string& path, const ReadOptions& option
     uint8_t outcome = 0;
     source.read(&outcome, 1);
     switch (static_cast<Outcome>(outcome)) {
-      case Outcome::capture:
-        capture = decode_capture(source, options.max_dataset_elements);
-        break;
+      case Outcome::capture: capture = decode_capture(source, options.max_dataset_elements); break;
       case Outcome::capture_error: {
         std::string parts[4];
         for (std::string& part : parts) part = receive_string(source);
         error.emplace(parts[0], parts[1], parts[2], parts[3]);
         break;
       }
-      case Outcome::out_of_memory:
-        error = out_of_memory(path, limits);
-        break;
-      case Outcome::other_error:
-        error.emplace(path, "/", "a readable capture", receive_string(source));
-        break;
+      case Outcome::out_of_memory: error = out_of_memory(path, limits); break;
+      case Outcome::other_error: error.emplace(path, "/", "a readable capture", receive_string(source)); break;
       default:
         stop = true;
-        error.emplace(path, "/", "a readable capture", fmt::format("an unknown outcome {} from the reading process", outcome));
+        error.emplace(path, "/", "a readable capture",
+                      fmt::format("an unknown outcome {} from the reading process", outcome));
     }
   } catch (const DeadlinePassed&) {
     stop = true;
@@ -321,7 +318,8 @@ Capture read_capture_isolated(const std::string& path, const ReadOptions& option
     ended_early = true;
   } catch (const std::exception& e) {
     stop = true;
-    error.emplace(path, "/", "a readable capture", fmt::format("a malformed hand-over from the reading process ({})", e.what()));
+    error.emplace(path, "/", "a readable capture",
+                  fmt::format("a malformed hand-over from the reading process ({})", e.what()));
   }
   if (stop) ::kill(pid, SIGKILL);
   ::close(fds[0]);

@@ -21,8 +21,8 @@
 namespace dsv4::verify {
 
 struct ReadLimits {
-  double seconds = 0;         // wall-clock time for opening, reading and handing over the capture
-  int64_t memory_bytes = 0;   // address space the child may add to what it inherits
+  double seconds = 0;        // wall-clock time for opening, reading and handing over the capture
+  int64_t memory_bytes = 0;  // address space the child may add to what it inherits
 
   // The defaults for a file: 60 s plus 1 s per 10 MiB of file (a capture reads at well over
   // 100 MiB/s; the base covers a loaded machine), and the machine's physical memory (a capture that

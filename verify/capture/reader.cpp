@@ -11,10 +11,10 @@
 #include <set>
 #include <stdexcept>
 
-#include "verify/capture/config_attrs.h"
-#include "verify/capture/dataset_checks.h"
 #include "reference/pre_quant.h"
 #include "reference/stage_registry.h"
+#include "verify/capture/config_attrs.h"
+#include "verify/capture/dataset_checks.h"
 #include "verify/capture/tensor_convert.h"
 #include "verify/capture/weight_names.h"
 #include "verify/hdf5/error.h"
@@ -26,7 +26,8 @@ namespace {
 
 // "3" -> 3. Only canonical decimal names count ("03" and "x" do not), so no two names alias.
 std::optional<int> decimal_name(const std::string& name) {
-  if (name.empty() || name.size() > 9 || !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+  if (name.empty() || name.size() > 9 ||
+      !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     return std::nullopt;
   }
   int value = std::stoi(name);
@@ -43,7 +44,8 @@ std::string kv_rows_text(const ref::CallGeometry& g) {
   int64_t entries = g.ratio == 0 ? 0 : g.entries_after(g.ratio);
   switch (g.index_space().kind) {
     case ref::IndexSpace::Kind::prefill: return fmt::format("prefill: s + entries = {} + {}", g.seqlen, entries);
-    case ref::IndexSpace::Kind::decode: return fmt::format("decode: W + entries = {} + {}", g.cfg->window_size, entries);
+    case ref::IndexSpace::Kind::decode:
+      return fmt::format("decode: W + entries = {} + {}", g.cfg->window_size, entries);
     case ref::IndexSpace::Kind::chunked:
       return fmt::format("chunked: W + s + entries = {} + {} + {}", g.cfg->window_size, g.seqlen, entries);
   }
@@ -200,7 +202,8 @@ Tensor CaptureReader::read_tensor(const hdf5::Dataset& d, bool is_index, const s
 
 void CaptureReader::read_config(const hdf5::Group& g) {
   ref::ModelConfig& cfg = capture_.config;
-  for (const ConfigIntAttr& a : kConfigIntAttrs) cfg.*a.field = static_cast<int>(int_attr(g, std::string(a.name), INT_MIN, INT_MAX));
+  for (const ConfigIntAttr& a : kConfigIntAttrs)
+    cfg.*a.field = static_cast<int>(int_attr(g, std::string(a.name), INT_MIN, INT_MAX));
   for (const ConfigRealAttr& a : kConfigRealAttrs) cfg.*a.field = real_attr(g, std::string(a.name));
   capture_.precision = string_attr(g, std::string(kConfigPrecisionAttr));
 
@@ -229,7 +232,8 @@ void CaptureReader::read_weights(const hdf5::Group& g, LayerCapture& layer) {
   const ref::ModelConfig& cfg = capture_.config;
   const int ratio = layer.compress_ratio;
   std::set<std::string> present;
-  find_known(g, "", [](std::string_view n) { return find_weight(n) != nullptr; }, is_weight_group, present);
+  find_known(
+      g, "", [](std::string_view n) { return find_weight(n) != nullptr; }, is_weight_group, present);
   // In table order, so the first bad weight reported is the first in the spec's list.
   for (const WeightName& w : weight_names()) {
     const std::string name(w.name);
@@ -237,10 +241,11 @@ void CaptureReader::read_weights(const hdf5::Group& g, LayerCapture& layer) {
     hdf5::Dataset d = g.dataset(name);
     DatasetLocation at{path_, d.path()};
     if (!ref::in_scope(w.scope, ratio)) {
-      throw CaptureError(path_, d.path(),
-                         fmt::format("no such dataset (weights/{} belongs to {} only; this layer has compress_ratio {})",
-                                     w.name, ref::scope_text(w.scope), ratio),
-                         "a dataset");
+      throw CaptureError(
+          path_, d.path(),
+          fmt::format("no such dataset (weights/{} belongs to {} only; this layer has compress_ratio {})", w.name,
+                      ref::scope_text(w.scope), ratio),
+          "a dataset");
     }
     Tensor t = read_tensor(d, false, w.shape(cfg, ratio), w.shape_doc);
     check_finite(at, t, false);
@@ -293,7 +298,8 @@ CallCapture CaptureReader::read_call(const hdf5::Group& g, int index, int ratio,
   note_unknown_attributes(g, {"start_pos", "seqlen"});
 
   std::string x_path = join_path(g.path(), "x");
-  std::string x_expected = fmt::format("a dataset [b,s,dim] = [b,{},{}] with b >= 1 (every call has x)", call.seqlen, cfg.dim);
+  std::string x_expected =
+      fmt::format("a dataset [b,s,dim] = [b,{},{}] with b >= 1 (every call has x)", call.seqlen, cfg.dim);
   if (hdf5::Member::Kind kind = g.kind_of("x"); kind != hdf5::Member::Kind::dataset) {
     throw CaptureError(path_, x_path, x_expected, hdf5::describe(kind));
   }
@@ -303,7 +309,8 @@ CallCapture CaptureReader::read_call(const hdf5::Group& g, int index, int ratio,
   }
   call.batch = static_cast<int>(x_shape[0]);
   if (expected_batch != 0 && call.batch != expected_batch) {
-    throw CaptureError(path_, x_path, fmt::format("batch b = {} as in call 0 (a layer's calls serve one batch)", expected_batch),
+    throw CaptureError(path_, x_path,
+                       fmt::format("batch b = {} as in call 0 (a layer's calls serve one batch)", expected_batch),
                        fmt::format("b = {}", call.batch));
   }
 
@@ -380,9 +387,10 @@ LayerCapture CaptureReader::read_layer(const hdf5::Group& g, int index) {
       const CallCapture& before = layer.calls[k - 1];
       const CallCapture& now = layer.calls[k];
       if (now.start_pos != before.start_pos + before.seqlen) {
-        capture_.notes.push_back(fmt::format(
-            "layer {} call {} starts at position {}, not where call {} ended ({}): state does not carry over between them",
-            index, k, now.start_pos, k - 1, before.start_pos + before.seqlen));
+        capture_.notes.push_back(
+            fmt::format("layer {} call {} starts at position {}, not where call {} ended ({}): state does not carry "
+                        "over between them",
+                        index, k, now.start_pos, k - 1, before.start_pos + before.seqlen));
       }
     }
   }
@@ -393,16 +401,19 @@ Capture CaptureReader::read() {
   hdf5::File file = hdf5::File::open(path_);
   capture_.path = path_;
   if (!file.has_attribute("format")) {
-    throw CaptureError(path_, file.attribute_where("format"), fmt::format("'{}' (a capture file)", kCaptureFormat), "nothing");
+    throw CaptureError(path_, file.attribute_where("format"), fmt::format("'{}' (a capture file)", kCaptureFormat),
+                       "nothing");
   }
   std::string format = string_attr(file, "format");
   if (format != kCaptureFormat) {
-    throw CaptureError(path_, file.attribute_where("format"), fmt::format("'{}'", kCaptureFormat), fmt::format("'{}'", format));
+    throw CaptureError(path_, file.attribute_where("format"), fmt::format("'{}'", kCaptureFormat),
+                       fmt::format("'{}'", format));
   }
   int64_t version = int_attr(file, "format_version", INT_MIN, INT_MAX);
   if (version != kCaptureFormatVersion) {
     throw CaptureError(path_, file.attribute_where("format_version"),
-                       fmt::format("{} (the version this reader knows)", kCaptureFormatVersion), fmt::format("{}", version));
+                       fmt::format("{} (the version this reader knows)", kCaptureFormatVersion),
+                       fmt::format("{}", version));
   }
   capture_.format_version = static_cast<int>(version);
   capture_.producer = optional_string_attr(file, "producer");
@@ -423,10 +434,12 @@ Capture CaptureReader::read() {
       capture_.notes.push_back("ignored unknown member " + join_path(layers.path(), m.name));
       continue;
     }
-    if (m.kind != hdf5::Member::Kind::group) throw CaptureError(path_, join_path(layers.path(), m.name), "a group", "not a group");
+    if (m.kind != hdf5::Member::Kind::group)
+      throw CaptureError(path_, join_path(layers.path(), m.name), "a group", "not a group");
     capture_.layers.emplace(*index, read_layer(layers.group(m.name), *index));
   }
-  if (capture_.layers.empty()) throw CaptureError(path_, layers.path(), "at least one layer group (layers/<L>)", "none");
+  if (capture_.layers.empty())
+    throw CaptureError(path_, layers.path(), "at least one layer group (layers/<L>)", "none");
 
   capture_.config.compress_ratios.assign(capture_.layers.rbegin()->first + 1, 0);
   for (const auto& [index, layer] : capture_.layers) capture_.config.compress_ratios[index] = layer.compress_ratio;

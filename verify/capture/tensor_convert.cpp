@@ -21,7 +21,8 @@ int64_t product(const std::vector<int64_t>& shape, std::size_t from) {
 
 void require_consistent(const Tensor& t, const char* what) {
   if (static_cast<int64_t>(t.values.size()) != t.numel()) {
-    throw std::invalid_argument(fmt::format("{}: tensor of shape {} holds {} values", what, text(t.shape), t.values.size()));
+    throw std::invalid_argument(
+        fmt::format("{}: tensor of shape {} holds {} values", what, text(t.shape), t.values.size()));
   }
 }
 
@@ -35,7 +36,8 @@ int32_t to_index(double v, const char* what) {
 template <typename M, typename Convert>
 std::vector<M> split_batch(const Tensor& t, const char* what, Convert convert) {
   require_consistent(t, what);
-  if (t.shape.size() < 2) throw std::invalid_argument(fmt::format("{}: expected a tensor [b, n, ...], found shape {}", what, text(t.shape)));
+  if (t.shape.size() < 2)
+    throw std::invalid_argument(fmt::format("{}: expected a tensor [b, n, ...], found shape {}", what, text(t.shape)));
   const int64_t rows = t.shape[1], cols = product(t.shape, 2);
   std::vector<M> mats;
   for (int64_t b = 0; b < t.shape[0]; ++b) {
@@ -58,8 +60,8 @@ Tensor join_batch(const std::vector<M>& mats, std::vector<int64_t> shape, const 
   t.values.reserve(static_cast<std::size_t>(t.numel()));
   for (const M& m : mats) {
     if (m.rows() != rows || m.cols() != cols) {
-      throw std::invalid_argument(fmt::format("{}: matrix [{},{}] for shape {} (expected [{},{}])", what, m.rows(), m.cols(),
-                                              text(t.shape), rows, cols));
+      throw std::invalid_argument(fmt::format("{}: matrix [{},{}] for shape {} (expected [{},{}])", what, m.rows(),
+                                              m.cols(), text(t.shape), rows, cols));
     }
     for (ref::Index i = 0; i < m.size(); ++i) t.values.push_back(static_cast<double>(m.data()[i]));
   }
@@ -94,25 +96,29 @@ std::vector<ref::CompressorState> to_compressor_states(const Tensor& kv, const T
   const std::vector<int64_t> state{coff * int64_t{ratio}, coff * int64_t{head_dim}};
   for (const Tensor* t : {&kv, &score}) {
     if (t->shape.size() != 3 || t->shape[1] != state[0] || t->shape[2] != state[1] || t->shape[0] != kv.shape[0]) {
-      throw std::invalid_argument(fmt::format("to_compressor_states: expected [b,{},{}] for ratio {} and head dim {}, found {}",
-                                              state[0], state[1], ratio, head_dim, text(t->shape)));
+      throw std::invalid_argument(
+          fmt::format("to_compressor_states: expected [b,{},{}] for ratio {} and head dim {}, found {}", state[0],
+                      state[1], ratio, head_dim, text(t->shape)));
     }
   }
   std::vector<ref::Mat> kvs = to_mats(kv), scores = to_mats(score);
   std::vector<ref::CompressorState> states;
-  for (std::size_t b = 0; b < kvs.size(); ++b) states.push_back({ratio, head_dim, std::move(kvs[b]), std::move(scores[b])});
+  for (std::size_t b = 0; b < kvs.size(); ++b)
+    states.push_back({ratio, head_dim, std::move(kvs[b]), std::move(scores[b])});
   return states;
 }
 
 ref::Mat to_mat(const Tensor& t) {
   require_consistent(t, "to_mat");
-  if (t.shape.size() != 2) throw std::invalid_argument(fmt::format("to_mat: expected a tensor [rows, cols], found shape {}", text(t.shape)));
+  if (t.shape.size() != 2)
+    throw std::invalid_argument(fmt::format("to_mat: expected a tensor [rows, cols], found shape {}", text(t.shape)));
   return Eigen::Map<const ref::Mat>(t.values.data(), t.shape[0], t.shape[1]);
 }
 
 ref::Vec to_vec(const Tensor& t) {
   require_consistent(t, "to_vec");
-  if (t.shape.size() != 1) throw std::invalid_argument(fmt::format("to_vec: expected a tensor [n], found shape {}", text(t.shape)));
+  if (t.shape.size() != 1)
+    throw std::invalid_argument(fmt::format("to_vec: expected a tensor [n], found shape {}", text(t.shape)));
   return Eigen::Map<const ref::Vec>(t.values.data(), t.shape[0]);
 }
 

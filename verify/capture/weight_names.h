@@ -9,22 +9,22 @@
 #include <vector>
 
 #include "reference/config.h"
-#include "reference/weights.h"
 #include "reference/stage_registry.h"
+#include "reference/weights.h"
 
 namespace dsv4::verify {
 
 struct WeightName {
-  std::string_view name;       // dataset path under weights/
+  std::string_view name;  // dataset path under weights/
   ref::StageScope scope;
   std::string_view linear;     // "fp8" | "bf16" | "fp32" for projections (DeepSeek's numerics), "" otherwise
   std::string_view shape_doc;  // "[H*d,q_lora_rank]"
   std::vector<int64_t> (*shape)(const ref::ModelConfig& cfg, int ratio);  // 1-D: a ref::Vec
 };
 
-std::span<const WeightName> weight_names();  // all 18
+std::span<const WeightName> weight_names();            // all 18
 const WeightName* find_weight(std::string_view name);  // nullptr when not a weight
-bool is_weight_group(std::string_view path);  // "compressor", "indexer", "indexer/compressor"
+bool is_weight_group(std::string_view path);           // "compressor", "indexer", "indexer/compressor"
 
 // Calls f(member) with the ref::Mat or ref::Vec of `w` (const when w is) that holds weight `name`.
 template <typename Weights, typename F>

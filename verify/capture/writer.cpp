@@ -19,15 +19,17 @@ namespace {
 
 void write_tensor(hdf5::Group& group, const std::string& name, const Tensor& t, const hdf5::WriteOptions& options) {
   if (static_cast<int64_t>(t.values.size()) != t.numel()) {
-    throw std::invalid_argument(fmt::format("write_capture: {}/{}: {} values for {} elements", group.path(), name,
-                                            t.values.size(), t.numel()));
+    throw std::invalid_argument(
+        fmt::format("write_capture: {}/{}: {} values for {} elements", group.path(), name, t.values.size(), t.numel()));
   }
   if (t.is_index) {
     std::vector<int32_t> values(t.values.size());
     for (std::size_t i = 0; i < values.size(); ++i) {
       double v = t.values[i];
-      if (!(v == std::floor(v) && v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max())) {
-        throw std::invalid_argument(fmt::format("write_capture: {}/{}: expected int32 index values, found {}", group.path(), name, v));
+      if (!(v == std::floor(v) && v >= std::numeric_limits<int32_t>::min() &&
+            v <= std::numeric_limits<int32_t>::max())) {
+        throw std::invalid_argument(
+            fmt::format("write_capture: {}/{}: expected int32 index values, found {}", group.path(), name, v));
       }
       values[i] = static_cast<int32_t>(v);
     }
@@ -73,7 +75,8 @@ void write_file(const std::string& path, const Capture& capture, const hdf5::Wri
   file.set_attribute("model", capture.model);
   {
     hdf5::Group config = file.create_group("config");
-    for (const ConfigIntAttr& a : kConfigIntAttrs) config.set_attribute(std::string(a.name), int64_t{capture.config.*a.field});
+    for (const ConfigIntAttr& a : kConfigIntAttrs)
+      config.set_attribute(std::string(a.name), int64_t{capture.config.*a.field});
     for (const ConfigRealAttr& a : kConfigRealAttrs) config.set_attribute(std::string(a.name), capture.config.*a.field);
     config.set_attribute(std::string(kConfigPrecisionAttr), capture.precision);
     hdf5::Group layers = file.create_group("layers");

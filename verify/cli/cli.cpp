@@ -15,8 +15,9 @@ std::string command_line(int argc, const char* const* argv) {
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     if (i == 0) a = "dsv4-verify";
-    const bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                         "0123456789-_./=:,+@%") == std::string::npos;
+    const bool plain = !a.empty() && a.find_first_not_of(
+                                         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                         "0123456789-_./=:,+@%") == std::string::npos;
     line += (i ? " " : "") + (plain ? a : "'" + a + "'");
   }
   return line;
@@ -27,7 +28,8 @@ std::string command_line(int argc, const char* const* argv) {
 int run_cli(int argc, const char* const* argv, Io io) {
   CLI::App app{
       "dsv4-verify: replay DeepSeek-V4 attention captures through the CPU oracle stage by stage, make synthetic "
-      "captures, inspect captures, list the stages and the injectable bugs.\nExit status: 0 all compared stages pass, 1 a stage fails, 2 bad input or usage."};
+      "captures, inspect captures, list the stages and the injectable bugs.\nExit status: 0 all compared stages pass, "
+      "1 a stage fails, 2 bad input or usage."};
   app.name("dsv4-verify");
   app.require_subcommand(1);
   ReplayArgs replay;

@@ -31,9 +31,9 @@ struct ReplayArgs {
   std::string markdown;
   bool fail_fast = false;
   bool progress = false;
-  bool verbose = false;      // the console prints every record, not one line per stage
+  bool verbose = false;              // the console prints every record, not one line per stage
   std::string diagnose = "failing";  // none | failing | differing
-  std::string command_line;  // the command as typed, for the report's "reproduce" line
+  std::string command_line;          // the command as typed, for the report's "reproduce" line
 };
 CLI::App* add_replay(CLI::App& app, ReplayArgs& args);
 int run_replay(const ReplayArgs& args, Io io);
@@ -64,13 +64,13 @@ CLI::App* add_stages(CLI::App& app, StagesArgs& args);
 int run_stages(const StagesArgs& args, Io io);
 
 struct PrecisionReportArgs {
-  std::string file;               // a capture, or
-  std::string synth;              // a config name: synthetic inputs at its dims
+  std::string file;   // a capture, or
+  std::string synth;  // a config name: synthetic inputs at its dims
   SyntheticInputOptions synth_options;
-  int seeds = 1;                  // --synth: seeds synth_options.seed, +1, ... (weights and inputs each)
-  std::string checkpoint;         // --synth: per seed and policy figures, to resume a killed run
+  int seeds = 1;           // --synth: seeds synth_options.seed, +1, ... (weights and inputs each)
+  std::string checkpoint;  // --synth: per seed and policy figures, to resume a killed run
   std::vector<std::string> policies;
-  std::string weights;            // random | real | unknown: overrides what the capture implies
+  std::string weights;  // random | real | unknown: overrides what the capture implies
   int64_t position_bucket = 0;
   std::string json;
   std::string markdown;

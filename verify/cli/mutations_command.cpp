@@ -3,7 +3,6 @@
 // DeepSeek adapter's --inject-bug), the stage it is injected at, and what it simulates.
 #include <fmt/format.h>
 #include <fmt/ostream.h>
-
 #include <nlohmann/json.hpp>
 
 #include "reference/mutation.h"
@@ -13,9 +12,10 @@ namespace dsv4::verify::cli {
 
 CLI::App* add_mutations(CLI::App& app, MutationsArgs& a) {
   CLI::App* c = app.add_subcommand(
-      "mutations", "List the bugs the oracle can inject (synth --inject-bug STAGE:BUG) and the replay's diagnosis "
-                   "tries on a failing stage: name, stage, kind (numerics: inside the stage's arithmetic; output: "
-                   "its result altered) and what it simulates.");
+      "mutations",
+      "List the bugs the oracle can inject (synth --inject-bug STAGE:BUG) and the replay's diagnosis "
+      "tries on a failing stage: name, stage, kind (numerics: inside the stage's arithmetic; output: "
+      "its result altered) and what it simulates.");
   c->add_flag("--json", a.json, "one JSON array of objects instead of the table");
   return c;
 }

@@ -4,11 +4,11 @@
 // input (nothing written). Output paths are checked before the (possibly long) run.
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <unistd.h>
 
 #include <exception>
 #include <filesystem>
 #include <optional>
-#include <unistd.h>
 
 #include "verify/capture/isolated_read.h"
 #include "verify/cli/commands.h"
@@ -77,8 +77,9 @@ CLI::App* add_precision_report(CLI::App& app, PrecisionReportArgs& a) {
       "position) and the attention-output and layer-output error. The report states the kind of input and where "
       "the weights come from.");
   CLI::Option* file = c->add_option("FILE", a.file, "the capture (HDF5, docs/capture-format.md)");
-  CLI::Option* synth = c->add_option("--synth", a.synth, "synthetic inputs at the dims of this config instead: tiny, "
-                                                          "flash or pro (random weights, x ~ N(0,1) in bf16)")
+  CLI::Option* synth = c->add_option("--synth", a.synth,
+                                     "synthetic inputs at the dims of this config instead: tiny, "
+                                     "flash or pro (random weights, x ~ N(0,1) in bf16)")
                            ->check(CLI::IsMember({"tiny", "flash", "pro"}));
   file->excludes(synth);
   SyntheticInputOptions& o = a.synth_options;
@@ -152,8 +153,10 @@ int run_precision_report(const PrecisionReportArgs& a, Io io) {
         p.seeds > 1 ? fmt::format("seed {} ({}/{}), ", p.seed, p.seed_index + 1, p.seeds) : std::string();
     const std::string line = fmt::format("precision-report: {}layer {}, call {}/{}, policy {}", seed, p.layer,
                                          p.call + 1, p.calls, p.policy);
-    if (io.err_is_terminal) fmt::print(io.err, "\r{}\x1b[K", line);
-    else fmt::print(io.err, "{}\n", line);
+    if (io.err_is_terminal)
+      fmt::print(io.err, "\r{}\x1b[K", line);
+    else
+      fmt::print(io.err, "{}\n", line);
     io.err.flush();
     progress_shown = true;
   };

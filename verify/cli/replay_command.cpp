@@ -53,28 +53,34 @@ CLI::App* add_replay(CLI::App& app, ReplayArgs& a) {
                 "stage-local (default): each stage from the captured inputs of that stage; chained: every stage "
                 "from x and the replay's own earlier results")
       ->check(CLI::IsMember({"stage-local", "chained"}));
-  c->add_option_function<int>("--layer", [&a](const int& v) { a.layer = v; }, "only layer L (its index in the file)");
-  c->add_option_function<int>("--call", [&a](const int& v) { a.call = v; },
-                              "only call K (earlier calls are replayed for their state, not reported)");
-  c->add_option("--stage", a.stage,
-                "only this stage: a stage name selects exactly that stage ('q' is q alone); anything else is a "
-                "REGEX searched in the names (ECMAScript: 'attn' selects attn/*, 'q' would select every name with a q)");
+  c->add_option_function<int>(
+      "--layer", [&a](const int& v) { a.layer = v; }, "only layer L (its index in the file)");
+  c->add_option_function<int>(
+      "--call", [&a](const int& v) { a.call = v; },
+      "only call K (earlier calls are replayed for their state, not reported)");
+  c->add_option(
+      "--stage", a.stage,
+      "only this stage: a stage name selects exactly that stage ('q' is q alone); anything else is a "
+      "REGEX searched in the names (ECMAScript: 'attn' selects attn/*, 'q' would select every name with a q)");
   c->add_option("--backend", a.backend, "cpu (the oracle, default) or cuda (the CUDA kernels where they exist)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  c->add_option("--precision", a.precision,
-                "precision policy to replay (official, exact, fp8-indexer, ...); default: the capture's /config precision");
+  c->add_option(
+      "--precision", a.precision,
+      "precision policy to replay (official, exact, fp8-indexer, ...); default: the capture's /config precision");
   c->add_option("--tolerances", a.tolerances, "tolerance table (JSON); default: data/tolerances/<precision>.json");
   c->add_option("--json", a.json, "also write the report as JSON to this file (whole or not at all)");
   c->add_option("--markdown", a.markdown, "also write the report as Markdown to this file (whole or not at all)");
   c->add_flag("--fail-fast", a.fail_fast, "stop at the first failing stage");
   c->add_flag("-v,--verbose", a.verbose,
               "print every record (layer, call, stage) with all its metrics; by default one line per stage");
-  c->add_flag_callback("--diagnose", [&a] { a.diagnose = "differing"; },
-                       "diagnose also the stages that pass but are not bitwise the oracle's (first such call of each "
-                       "stage); by default only failing stages are: the first failing call of each is replayed under "
-                       "the numerics variants that apply to it (`dsv4-verify mutations`) and the one that reproduces "
-                       "the capture is named (about one replay of that call per variant)");
-  c->add_flag_callback("--no-diagnose", [&a] { a.diagnose = "none"; }, "no diagnosis");
+  c->add_flag_callback(
+      "--diagnose", [&a] { a.diagnose = "differing"; },
+      "diagnose also the stages that pass but are not bitwise the oracle's (first such call of each "
+      "stage); by default only failing stages are: the first failing call of each is replayed under "
+      "the numerics variants that apply to it (`dsv4-verify mutations`) and the one that reproduces "
+      "the capture is named (about one replay of that call per variant)");
+  c->add_flag_callback(
+      "--no-diagnose", [&a] { a.diagnose = "none"; }, "no diagnosis");
   c->add_flag("--progress", a.progress, "print a progress line on stderr (default: only when stderr is a terminal)");
   return c;
 }
@@ -84,10 +90,12 @@ int run_replay(const ReplayArgs& a, Io io) {
   bool progress_shown = false;
   auto progress = [&](const ReplayProgress& p) {
     if (!show_progress) return;
-    const std::string line = fmt::format("replay: layer {} ({}/{}), call {}/{}", p.layer, p.layer_number, p.layers,
-                                         p.call + 1, p.calls);
-    if (io.err_is_terminal) fmt::print(io.err, "\r{}\x1b[K", line);
-    else fmt::print(io.err, "{}\n", line);
+    const std::string line =
+        fmt::format("replay: layer {} ({}/{}), call {}/{}", p.layer, p.layer_number, p.layers, p.call + 1, p.calls);
+    if (io.err_is_terminal)
+      fmt::print(io.err, "\r{}\x1b[K", line);
+    else
+      fmt::print(io.err, "{}\n", line);
     io.err.flush();
     progress_shown = true;
   };

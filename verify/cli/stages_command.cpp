@@ -5,7 +5,6 @@
 // are the ones captures, tolerance tables and reports use.
 #include <fmt/format.h>
 #include <fmt/ostream.h>
-
 #include <nlohmann/json.hpp>
 
 #include "reference/numerics/storage.h"
@@ -35,9 +34,10 @@ std::string held_text(const ref::StageDef& s) {
 
 CLI::App* add_stages(CLI::App& app, StagesArgs& a) {
   CLI::App* c = app.add_subcommand(
-      "stages", "List the stages of a call (the datasets of calls/<k>/ in a capture): name, layers, shape, values, "
-                "comparison, tie scores, the backend entry that computes it, and its storage in official precision; then "
-                "the optional pre-quantization datasets.");
+      "stages",
+      "List the stages of a call (the datasets of calls/<k>/ in a capture): name, layers, shape, values, "
+      "comparison, tie scores, the backend entry that computes it, and its storage in official precision; then "
+      "the optional pre-quantization datasets.");
   c->add_flag("--json", a.json, "one JSON array of objects instead of the table");
   return c;
 }
@@ -76,7 +76,8 @@ int run_stages(const StagesArgs& a, Io io) {
     fmt::print(io.out, "{:<37} {:<24} {:<20} {:<15} {:<24} {:<19} {}\n", s.name, ref::scope_text(s.scope), s.shape_doc,
                values_text(s.values), ref::comparison_name(s.comparison), ref::entry_name(s.entry), held_text(s));
   }
-  fmt::print(io.out, "\noptional pre-quantization values (docs/capture-format.md), each shaped and held as its stage:\n");
+  fmt::print(io.out,
+             "\noptional pre-quantization values (docs/capture-format.md), each shaped and held as its stage:\n");
   for (const ref::PreQuantDef& p : ref::pre_quant_datasets())
     fmt::print(io.out, "{:<37} the value of {} before its final rounding\n", p.name, ref::stage(p.stage).name);
   return kExitPass;

@@ -31,7 +31,8 @@ CLI::App* add_synth(CLI::App& app, SynthArgs& a) {
   c->add_option("--seed", o.seed, "seed of the weights and inputs (default 1)");
   c->add_option("--precision", o.precision, "precision policy the oracle runs (default official)");
   c->add_flag("!--no-cache", o.cache, "leave out the cache/ datasets (replay then derives the state)");
-  c->add_flag("!--no-pre-quant", o.pre_quant, "leave out the pre_quant/ datasets (the values before the final FP8/FP4 rounding)");
+  c->add_flag("!--no-pre-quant", o.pre_quant,
+              "leave out the pre_quant/ datasets (the values before the final FP8/FP4 rounding)");
   c->add_option_function<std::string>(
       "--inject-bug", [&o](const std::string& name) { o.mutation = ref::Mutation::parse(name); },
       "make a capture a verifier must fail: the oracle computes stage STAGE with bug BUG (STAGE:BUG, e.g. "

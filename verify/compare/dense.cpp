@@ -54,7 +54,8 @@ double min_atol_for(double abs_diff) {
 double min_rtol_for(double abs_diff, double abs_ref) {
   if (within_tolerance(abs_diff, abs_ref, 0.0, 0.0)) return 0.0;
   if (abs_ref == 0.0) return kInf;
-  return smallest_passing(abs_diff / abs_ref, [&](double rtol) { return within_tolerance(abs_diff, abs_ref, 0.0, rtol); });
+  return smallest_passing(abs_diff / abs_ref,
+                          [&](double rtol) { return within_tolerance(abs_diff, abs_ref, 0.0, rtol); });
 }
 
 // measured / allowed, with 0 / 0 = 0 and x / 0 = +inf.
@@ -194,7 +195,8 @@ DenseMetrics compare(std::span<const double> ref, std::span<const double> got, s
         ++m.nonfinite_matched;
         continue;
       }
-      if (m.nonfinite_mismatches + m.nonfinite_not_allowed == 0) m.first_nonfinite_mismatch = element_at(i, shape, r, t);
+      if (m.nonfinite_mismatches + m.nonfinite_not_allowed == 0)
+        m.first_nonfinite_mismatch = element_at(i, shape, r, t);
       ++(same ? m.nonfinite_not_allowed : m.nonfinite_mismatches);
       continue;
     }

@@ -105,10 +105,10 @@ IndexSetMetrics compare_index_sets(const IndexRows& ref, const IndexRows& got, c
     std::set_difference(have.valid.begin(), have.valid.end(), want.valid.begin(), want.valid.end(),
                         std::back_inserter(diff.extra));
 
-    const double recall =
-        want.valid.empty() ? 1.0
-                           : static_cast<double>(diff.ref_valid - static_cast<int64_t>(diff.missing.size())) /
-                                 static_cast<double>(diff.ref_valid);
+    const double recall = want.valid.empty()
+                              ? 1.0
+                              : static_cast<double>(diff.ref_valid - static_cast<int64_t>(diff.missing.size())) /
+                                    static_cast<double>(diff.ref_valid);
     recall_sum += recall;
     if (recall < m.worst_recall) {
       m.worst_recall = recall;
@@ -119,7 +119,8 @@ IndexSetMetrics compare_index_sets(const IndexRows& ref, const IndexRows& got, c
       const std::span<const double> scores = ref_scores.values.subspan(r * ref_scores.cols, ref_scores.cols);
       const auto in_columns = [&](int64_t index) { return index - offset >= 0 && index - offset < ref_scores.cols; };
       const auto score_of = [&](int64_t index) {
-        return in_columns(index) ? scores[static_cast<size_t>(index - offset)] : std::numeric_limits<double>::quiet_NaN();
+        return in_columns(index) ? scores[static_cast<size_t>(index - offset)]
+                                 : std::numeric_limits<double>::quiet_NaN();
       };
       for (int64_t i : diff.missing) diff.missing_scores.push_back(score_of(i));
       for (int64_t i : diff.extra) diff.extra_scores.push_back(score_of(i));

@@ -30,13 +30,13 @@ struct ScoreRows {
 
 // What differs in one row.
 struct RowDifference {
-  int64_t row = -1;                   // -1: no failing row
-  std::string reason;                 // e.g. "valid count 4 vs 5", "swap outside the tie window"
-  int64_t ref_valid = 0;              // entries != -1 in the reference row
-  int64_t got_valid = 0;              // entries != -1 in the tested row
-  std::vector<int64_t> missing;       // in the reference, not in the tested row (ascending)
-  std::vector<int64_t> extra;         // in the tested row, not in the reference (ascending)
-  std::vector<double> missing_scores; // reference score of each, NaN where the index has no score column
+  int64_t row = -1;                    // -1: no failing row
+  std::string reason;                  // e.g. "valid count 4 vs 5", "swap outside the tie window"
+  int64_t ref_valid = 0;               // entries != -1 in the reference row
+  int64_t got_valid = 0;               // entries != -1 in the tested row
+  std::vector<int64_t> missing;        // in the reference, not in the tested row (ascending)
+  std::vector<int64_t> extra;          // in the tested row, not in the reference (ascending)
+  std::vector<double> missing_scores;  // reference score of each, NaN where the index has no score column
   std::vector<double> extra_scores;
   // The k-th largest reference score of the row, k = the reference entries that have a score
   // column; NaN without scores or without such entries.
@@ -48,12 +48,12 @@ struct IndexSetMetrics {
   int64_t rows_exact = 0;           // the same set
   int64_t rows_tie_equivalent = 0;  // different sets, every missing/extra index inside the tie window
   int64_t rows_failed = 0;
-  int64_t padding_mismatches = 0;   // rows whose number of valid entries differs (their -1 counts differ
-                                    // whenever the two widths are equal)
-  int64_t invalid_entries = 0;      // tested entries that are neither -1 nor >= 0, and repeated indices
-  double mean_recall = 1.0;         // mean over rows of |ref ∩ got| / |ref valid| (1 for a row with none)
+  int64_t padding_mismatches = 0;  // rows whose number of valid entries differs (their -1 counts differ
+                                   // whenever the two widths are equal)
+  int64_t invalid_entries = 0;     // tested entries that are neither -1 nor >= 0, and repeated indices
+  double mean_recall = 1.0;        // mean over rows of |ref ∩ got| / |ref valid| (1 for a row with none)
   double worst_recall = 1.0;
-  int64_t worst_recall_row = -1;    // first row with the worst recall; -1 when every row recalls all
+  int64_t worst_recall_row = -1;  // first row with the worst recall; -1 when every row recalls all
   RowDifference first_failure;
   // measured / allowed: the farthest swapped index's distance from the threshold in units of the
   // tie window (<= 1 passes), +inf for a row that fails otherwise (count, invalid entries, no scores).

@@ -18,11 +18,11 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // What one tested value is, on one grid, against the pre-rounding value p with bound e.
 struct Judgement {
-  bool differs = false;     // t is not the grid's rounding of p
-  bool explained = false;   // ... but some real within e of p rounds to it
+  bool differs = false;    // t is not the grid's rounding of p
+  bool explained = false;  // ... but some real within e of p rounds to it
   bool off_grid = false;
-  bool tie = false;         // p is exactly on a rounding boundary
-  int64_t steps = 0;        // grid steps from the rounding of p to t
+  bool tie = false;   // p is exactly on a rounding boundary
+  int64_t steps = 0;  // grid steps from the rounding of p to t
   const char* why = "";
 };
 
@@ -43,9 +43,12 @@ Judgement judge(const Grid& grid, double p, double e, double t) {
   // the roundings of p - e and p + e.
   j.explained = grid.ordinal(grid.round(p - e)) <= at && at <= grid.ordinal(grid.round(p + e));
   if (!j.explained) {
-    if (e == 0 && j.tie) j.why = "a tie not rounded as the format's rule (to nearest even)";
-    else if (std::llabs(j.steps) == 1) j.why = "no rounding boundary within the bound";
-    else j.why = "more grid steps than the bound reaches";
+    if (e == 0 && j.tie)
+      j.why = "a tie not rounded as the format's rule (to nearest even)";
+    else if (std::llabs(j.steps) == 1)
+      j.why = "no rounding boundary within the bound";
+    else
+      j.why = "more grid steps than the bound reaches";
   }
   return j;
 }
@@ -135,8 +138,9 @@ std::vector<double> element_bounds(const RoundedReference& reference, const Tole
                                    int64_t row_length) {
   if (!reference.bound.empty()) return {reference.bound.begin(), reference.bound.end()};
   if (!tolerance.pre_rounding)
-    throw std::invalid_argument("compare_rounded: no bound of the pre-rounding values: the tolerance row has no "
-                                "\"pre_rounding\" and none was given");
+    throw std::invalid_argument(
+        "compare_rounded: no bound of the pre-rounding values: the tolerance row has no "
+        "\"pre_rounding\" and none was given");
   const int64_t tail_begin = reference.format.block ? reference.format.quantized_dims(row_length) : row_length;
   std::vector<double> bounds(static_cast<size_t>(count));
   for (int64_t row = 0; row * row_length < count; ++row) {
@@ -164,8 +168,8 @@ void direction_bias(FlipCensus& c) {
     const char* a_name;
     const char* b_name;
   };
-  for (const Split& s : {Split{c.up, c.down, "up", "down"},
-                         Split{c.toward_zero, c.away_from_zero, "toward zero", "away from zero"}}) {
+  for (const Split& s :
+       {Split{c.up, c.down, "up", "down"}, Split{c.toward_zero, c.away_from_zero, "toward zero", "away from zero"}}) {
     const int64_t n = s.a + s.b;
     if (n == 0) continue;
     const int64_t minority = std::min(s.a, s.b);
@@ -263,8 +267,9 @@ DenseMetrics compare_rounded(std::span<const double> ref, std::span<const double
             for (double sc : {std::ldexp(ref_scale, -k), std::ldexp(ref_scale, k)}) {
               if (!census.fits(Grid::block(f->element, sc), s)) continue;
               if (c.block_scales_unexplained++ == 0) {
-                c.first_unexplained_scale = BlockScaleAt{row, unravel(row, shape.first(shape.size() - 1)), b, ref_scale,
-                                                         sc, amax, std::max(amax_hi - amax, amax - amax_lo)};
+                c.first_unexplained_scale =
+                    BlockScaleAt{row,  unravel(row, shape.first(shape.size() - 1)), b, ref_scale, sc,
+                                 amax, std::max(amax_hi - amax, amax - amax_lo)};
               }
               fewest = 0;
               break;

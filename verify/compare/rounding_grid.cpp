@@ -19,7 +19,7 @@ double qmax(ref::Element e) { return e == ref::Element::e4m3 ? ref::kFp8E4m3Max 
 double element_quantum(ref::Element e, double a) {
   if (e == ref::Element::e2m1) return a < 2 ? 0.5 : (a < 4 ? 1.0 : 2.0);
   int exponent = 0;
-  std::frexp(a, &exponent);  // a = m * 2^exponent, m in [0.5, 1)
+  std::frexp(a, &exponent);                                   // a = m * 2^exponent, m in [0.5, 1)
   const int lead = a == 0 ? -6 : std::max(exponent - 1, -6);  // subnormals share the 2^-6 binade's spacing
   return std::ldexp(1.0, lead - 3);
 }
@@ -65,8 +65,8 @@ int64_t Grid::ordinal(double v) const {
     return (bits & 0x8000) ? -magnitude : magnitude;
   }
   const double q = v / scale_;
-  const int64_t magnitude = *element_ == ref::Element::e4m3 ? (ref::fp8_e4m3_encode(q) & 0x7f)
-                                                            : (ref::fp4_e2m1_encode(q) & 0x7);
+  const int64_t magnitude =
+      *element_ == ref::Element::e4m3 ? (ref::fp8_e4m3_encode(q) & 0x7f) : (ref::fp4_e2m1_encode(q) & 0x7);
   return std::signbit(q) ? -magnitude : magnitude;
 }
 
@@ -78,7 +78,7 @@ bool Grid::is_tie(double x) const {
     return (bits & 0x7f800000u) != 0x7f800000u && (bits & 0xffffu) == 0x8000u;
   }
   const double a = std::fabs(x / scale_);
-  if (a >= qmax(*element_)) return false;  // saturates: no neighbour above
+  if (a >= qmax(*element_)) return false;                           // saturates: no neighbour above
   const double half_steps = 2 * a / element_quantum(*element_, a);  // exact: quantum and 2 are powers of two
   return half_steps == std::floor(half_steps) && std::fmod(half_steps, 2.0) == 1.0;
 }

@@ -12,15 +12,12 @@ TypeInfo Attribute::type() const {
 }
 
 AttributeValue Attribute::read() const {
-  Handle stored(check(H5Aget_type(handle_.get()), file_, where_, "a readable attribute type"),
-                H5Tclose);
+  Handle stored(check(H5Aget_type(handle_.get()), file_, where_, "a readable attribute type"), H5Tclose);
   TypeInfo info = describe_type(stored.get());
-  Handle space(check(H5Aget_space(handle_.get()), file_, where_, "a readable attribute shape"),
-               H5Sclose);
+  Handle space(check(H5Aget_space(handle_.get()), file_, where_, "a readable attribute shape"), H5Sclose);
   hssize_t count = H5Sget_simple_extent_npoints(space.get());
   if (count != 1) {
-    throw Error(file_, where_, "a single value",
-                fmt::format("{} values of type {}", count < 0 ? 0 : count, info.name));
+    throw Error(file_, where_, "a single value", fmt::format("{} values of type {}", count < 0 ? 0 : count, info.name));
   }
   switch (info.type_class) {
     case TypeClass::integer: {
@@ -58,8 +55,8 @@ std::string Attribute::read_string(hid_t stored_type) const {
   }
   H5T_str_t padding = H5Tget_strpad(stored_type);
   check(H5Tset_size(memory.get(), bytes), file_, where_, "a string type");
-  check(H5Tset_strpad(memory.get(), padding == H5T_STR_SPACEPAD ? H5T_STR_SPACEPAD : H5T_STR_NULLPAD),
-        file_, where_, "a string type");
+  check(H5Tset_strpad(memory.get(), padding == H5T_STR_SPACEPAD ? H5T_STR_SPACEPAD : H5T_STR_NULLPAD), file_, where_,
+        "a string type");
   std::string value(bytes, '\0');
   check(H5Aread(handle_.get(), memory.get(), value.data()), file_, where_, "a readable string");
   if (padding == H5T_STR_SPACEPAD) {

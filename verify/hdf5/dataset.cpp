@@ -42,8 +42,8 @@ void Dataset::check_filters_available() const {
     unsigned flags = 0, config = 0;
     std::size_t n_values = 0;
     char name[64] = {};
-    H5Z_filter_t filter = H5Pget_filter2(plist.get(), static_cast<unsigned>(i), &flags, &n_values,
-                                         nullptr, sizeof name, name, &config);
+    H5Z_filter_t filter =
+        H5Pget_filter2(plist.get(), static_cast<unsigned>(i), &flags, &n_values, nullptr, sizeof name, name, &config);
     if (filter < 0 || H5Zfilter_avail(filter) <= 0) {
       throw Error(file_, path_, "compression this HDF5 can decode (gzip, shuffle, szip, fletcher32, nbit, scaleoffset)",
                   fmt::format("filter {} '{}', which is not available", static_cast<int>(filter), name));
@@ -55,19 +55,17 @@ template <typename T>
 Array<T> Dataset::read() const {
   static_assert(std::is_same_v<T, double> || std::is_same_v<T, int64_t>);
   TypeInfo info = type();
-  bool readable = info.type_class == TypeClass::integer ||
-                  (std::is_same_v<T, double> && info.type_class == TypeClass::floating);
+  bool readable =
+      info.type_class == TypeClass::integer || (std::is_same_v<T, double> && info.type_class == TypeClass::floating);
   if (!readable) {
-    throw Error(file_, path_, std::is_same_v<T, double> ? "a numeric dataset" : "an integer dataset",
-                info.name);
+    throw Error(file_, path_, std::is_same_v<T, double> ? "a numeric dataset" : "an integer dataset", info.name);
   }
   check_filters_available();
   Array<T> array{shape(), {}};
   array.values.resize(static_cast<std::size_t>(element_count()));
   if (array.values.empty()) return array;
   hid_t memory_type = std::is_same_v<T, double> ? H5T_NATIVE_DOUBLE : H5T_NATIVE_INT64;
-  check(H5Dread(id(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, array.values.data()), file_, path_,
-        "readable data");
+  check(H5Dread(id(), memory_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, array.values.data()), file_, path_, "readable data");
   return array;
 }
 

@@ -32,8 +32,7 @@ std::string library_message();
 // Returns `status` when it is >= 0 (hid_t or herr_t or htri_t); otherwise throws
 // Error(file, object, expected, "HDF5 error: " + library_message()).
 template <typename Status>
-Status check(Status status, const std::string& file, const std::string& object,
-             const std::string& expected) {
+Status check(Status status, const std::string& file, const std::string& object, const std::string& expected) {
   if (status < 0) throw Error(file, object, expected, "HDF5 error: " + library_message());
   return status;
 }

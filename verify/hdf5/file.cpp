@@ -26,9 +26,9 @@ File File::open(const std::string& path, Mode mode) {
 
 File File::create(const std::string& path) {
   silence_library_errors();
-  Handle file(check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), path, "/",
-                    "a writable new HDF5 file"),
-              H5Fclose);
+  Handle file(
+      check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), path, "/", "a writable new HDF5 file"),
+      H5Fclose);
   Handle root(check(H5Gopen2(file.get(), "/", H5P_DEFAULT), path, "/", "a root group"), H5Gclose);
   return File(std::move(file), std::move(root), path);
 }

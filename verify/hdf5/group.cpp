@@ -55,13 +55,11 @@ std::vector<Member> Group::members() const {
   check(H5Gget_info(id(), &info), file_, path_, "a readable group");
   std::vector<Member> members;
   for (hsize_t i = 0; i < info.nlinks; ++i) {
-    ssize_t length = check(H5Lget_name_by_idx(id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0,
-                                              H5P_DEFAULT),
-                           file_, path_, "a readable member name");
+    ssize_t length = check(H5Lget_name_by_idx(id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT), file_,
+                           path_, "a readable member name");
     std::string name(static_cast<std::size_t>(length) + 1, '\0');
-    check(H5Lget_name_by_idx(id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(),
-                             H5P_DEFAULT),
-          file_, path_, "a readable member name");
+    check(H5Lget_name_by_idx(id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT), file_,
+          path_, "a readable member name");
     name.resize(static_cast<std::size_t>(length));
     members.push_back({name, link_kind(id(), name)});
   }
@@ -111,8 +109,7 @@ Group Group::create_group(const std::string& relative) {
   std::string where = child_path(relative);
   if (kind_of(relative) == Member::Kind::group) return group(relative);
   Handle lcpl = intermediate_groups_plist();
-  Handle g(check(H5Gcreate2(id(), relative.c_str(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT), file_, where,
-                 "a new group"),
+  Handle g(check(H5Gcreate2(id(), relative.c_str(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT), file_, where, "a new group"),
            H5Gclose);
   return Group(std::move(g), file_, where);
 }
@@ -120,10 +117,26 @@ Group Group::create_group(const std::string& relative) {
 namespace {
 template <typename T>
 struct StoredAs;
-template <> struct StoredAs<float> { static hid_t file() { return H5T_IEEE_F32LE; } static hid_t memory() { return H5T_NATIVE_FLOAT; } };
-template <> struct StoredAs<double> { static hid_t file() { return H5T_IEEE_F64LE; } static hid_t memory() { return H5T_NATIVE_DOUBLE; } };
-template <> struct StoredAs<int32_t> { static hid_t file() { return H5T_STD_I32LE; } static hid_t memory() { return H5T_NATIVE_INT32; } };
-template <> struct StoredAs<int64_t> { static hid_t file() { return H5T_STD_I64LE; } static hid_t memory() { return H5T_NATIVE_INT64; } };
+template <>
+struct StoredAs<float> {
+  static hid_t file() { return H5T_IEEE_F32LE; }
+  static hid_t memory() { return H5T_NATIVE_FLOAT; }
+};
+template <>
+struct StoredAs<double> {
+  static hid_t file() { return H5T_IEEE_F64LE; }
+  static hid_t memory() { return H5T_NATIVE_DOUBLE; }
+};
+template <>
+struct StoredAs<int32_t> {
+  static hid_t file() { return H5T_STD_I32LE; }
+  static hid_t memory() { return H5T_NATIVE_INT32; }
+};
+template <>
+struct StoredAs<int64_t> {
+  static hid_t file() { return H5T_STD_I64LE; }
+  static hid_t memory() { return H5T_NATIVE_INT64; }
+};
 
 // Chunks of at most ~1 MiB: halve the leading dimensions until the chunk fits.
 std::vector<hsize_t> chunk_shape(const std::vector<hsize_t>& dims, std::size_t element_bytes) {
@@ -141,8 +154,8 @@ std::vector<hsize_t> chunk_shape(const std::vector<hsize_t>& dims, std::size_t e
 }  // namespace
 
 template <typename T>
-Dataset Group::write(const std::string& relative, const std::vector<int64_t>& shape,
-                     std::span<const T> values, const WriteOptions& options) {
+Dataset Group::write(const std::string& relative, const std::vector<int64_t>& shape, std::span<const T> values,
+                     const WriteOptions& options) {
   std::string where = child_path(relative);
   std::vector<hsize_t> dims(shape.begin(), shape.end());
   hsize_t count = 1;
@@ -151,9 +164,9 @@ Dataset Group::write(const std::string& relative, const std::vector<int64_t>& sh
     throw Error(file_, where, fmt::format("values for shape [{}]", fmt::join(shape, ", ")),
                 fmt::format("{} values", values.size()));
   }
-  Handle space(check(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), file_, where,
-                     "a dataspace"),
-               H5Sclose);
+  Handle space(
+      check(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), file_, where, "a dataspace"),
+      H5Sclose);
   Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
   if (options.compress && count > 0) {
     std::vector<hsize_t> chunk = chunk_shape(dims, sizeof(T));
@@ -162,10 +175,10 @@ Dataset Group::write(const std::string& relative, const std::vector<int64_t>& sh
     check(H5Pset_deflate(dcpl.get(), static_cast<unsigned>(options.gzip_level)), file_, where, "the gzip filter");
   }
   Handle lcpl = intermediate_groups_plist();
-  Handle d(check(H5Dcreate2(id(), relative.c_str(), StoredAs<T>::file(), space.get(), lcpl.get(), dcpl.get(),
-                            H5P_DEFAULT),
-                 file_, where, "a new dataset"),
-           H5Dclose);
+  Handle d(
+      check(H5Dcreate2(id(), relative.c_str(), StoredAs<T>::file(), space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT),
+            file_, where, "a new dataset"),
+      H5Dclose);
   if (count > 0) {
     check(H5Dwrite(d.get(), StoredAs<T>::memory(), H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), file_, where,
           "written data");
@@ -173,10 +186,14 @@ Dataset Group::write(const std::string& relative, const std::vector<int64_t>& sh
   return Dataset(std::move(d), file_, where);
 }
 
-template Dataset Group::write<float>(const std::string&, const std::vector<int64_t>&, std::span<const float>, const WriteOptions&);
-template Dataset Group::write<double>(const std::string&, const std::vector<int64_t>&, std::span<const double>, const WriteOptions&);
-template Dataset Group::write<int32_t>(const std::string&, const std::vector<int64_t>&, std::span<const int32_t>, const WriteOptions&);
-template Dataset Group::write<int64_t>(const std::string&, const std::vector<int64_t>&, std::span<const int64_t>, const WriteOptions&);
+template Dataset Group::write<float>(const std::string&, const std::vector<int64_t>&, std::span<const float>,
+                                     const WriteOptions&);
+template Dataset Group::write<double>(const std::string&, const std::vector<int64_t>&, std::span<const double>,
+                                      const WriteOptions&);
+template Dataset Group::write<int32_t>(const std::string&, const std::vector<int64_t>&, std::span<const int32_t>,
+                                       const WriteOptions&);
+template Dataset Group::write<int64_t>(const std::string&, const std::vector<int64_t>&, std::span<const int64_t>,
+                                       const WriteOptions&);
 
 void Group::remove(const std::string& relative) {
   check(H5Ldelete(id(), relative.c_str(), H5P_DEFAULT), file_, child_path(relative), "a removable member");

@@ -46,8 +46,8 @@ class Group : public Object {
   // Stored as float32 (T = float), float64 (double), int32 (int32_t) or int64 (int64_t), in
   // row-major order; values.size() must equal the product of shape.
   template <typename T>
-  Dataset write(const std::string& relative, const std::vector<int64_t>& shape,
-                std::span<const T> values, const WriteOptions& options = {});
+  Dataset write(const std::string& relative, const std::vector<int64_t>& shape, std::span<const T> values,
+                const WriteOptions& options = {});
   // Unlinks a member (its storage is not reclaimed until the file is rewritten).
   void remove(const std::string& relative);
 

@@ -13,8 +13,7 @@ class Handle {
 
   Handle() = default;
   Handle(hid_t id, Closer close) noexcept : id_(id), close_(close) {}
-  Handle(Handle&& other) noexcept
-      : id_(std::exchange(other.id_, H5I_INVALID_HID)), close_(other.close_) {}
+  Handle(Handle&& other) noexcept : id_(std::exchange(other.id_, H5I_INVALID_HID)), close_(other.close_) {}
   Handle& operator=(Handle&& other) noexcept {
     if (this != &other) {
       reset();

@@ -36,8 +36,7 @@ std::vector<std::string> Object::attribute_names() const {
 Attribute Object::attribute(const std::string& name) const {
   std::string where = attribute_where(name);
   if (!has_attribute(name)) throw Error(file_, path_, fmt::format("attribute '{}'", name), "nothing");
-  Handle a(check(H5Aopen(id(), name.c_str(), H5P_DEFAULT), file_, where, "a readable attribute"),
-           H5Aclose);
+  Handle a(check(H5Aopen(id(), name.c_str(), H5P_DEFAULT), file_, where, "a readable attribute"), H5Aclose);
   return Attribute(std::move(a), file_, std::move(where));
 }
 
@@ -46,8 +45,8 @@ void Object::set_attribute(const std::string& name, const AttributeValue& value)
   if (has_attribute(name)) remove_attribute(name);
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
   auto write = [&](hid_t stored_type, hid_t memory_type, const void* data) {
-    Handle a(check(H5Acreate2(id(), name.c_str(), stored_type, space.get(), H5P_DEFAULT, H5P_DEFAULT),
-                   file_, where, "a writable attribute"),
+    Handle a(check(H5Acreate2(id(), name.c_str(), stored_type, space.get(), H5P_DEFAULT, H5P_DEFAULT), file_, where,
+                   "a writable attribute"),
              H5Aclose);
     check(H5Awrite(a.get(), memory_type, data), file_, where, "a written attribute");
   };

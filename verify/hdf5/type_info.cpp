@@ -20,8 +20,7 @@ TypeInfo describe_type(hid_t type) {
     case H5T_STRING:
       info.type_class = TypeClass::string;
       info.variable_length = H5Tis_variable_str(type) > 0;
-      info.name = info.variable_length ? "string (variable length)"
-                                       : fmt::format("string ({} bytes)", info.bytes);
+      info.name = info.variable_length ? "string (variable length)" : fmt::format("string ({} bytes)", info.bytes);
       break;
     case H5T_OPAQUE: info.name = fmt::format("opaque ({} bytes)", info.bytes); break;
     case H5T_COMPOUND: info.name = "compound"; break;

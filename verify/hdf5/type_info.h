@@ -13,9 +13,9 @@ enum class TypeClass { integer, floating, string, other };
 struct TypeInfo {
   TypeClass type_class = TypeClass::other;
   std::size_t bytes = 0;
-  bool is_signed = false;         // integers
-  bool variable_length = false;   // strings
-  std::string name;               // "float32", "uint8", "string", "opaque (2 bytes)", "compound", ...
+  bool is_signed = false;        // integers
+  bool variable_length = false;  // strings
+  std::string name;              // "float32", "uint8", "string", "opaque (2 bytes)", "compound", ...
 };
 
 // Throws nothing: an unreadable type is described as "unknown".

@@ -34,7 +34,10 @@ ref::IndexMat to_pool_indices(const ref::IndexMat& logical, const ref::IndexMat&
     const ref::Index b = r / rows_per_sequence;
     for (ref::Index c = 0; c < logical.cols(); ++c) {
       const int64_t i = logical(r, c);
-      if (i == -1) { out(r, c) = -1; continue; }
+      if (i == -1) {
+        out(r, c) = -1;
+        continue;
+      }
       if (i < 0 || i / page_size >= table.cols())
         fail(at(r, c) + ": token " + std::to_string(i) + " is outside sequence " + std::to_string(b) + "'s " +
              std::to_string(table.cols()) + " pages of " + std::to_string(page_size));
@@ -58,11 +61,17 @@ ref::IndexMat to_logical_indices(const ref::IndexMat& pool, const ref::IndexMat&
     const ref::Index b = r / rows_per_sequence;
     for (ref::Index c = 0; c < pool.cols(); ++c) {
       const int32_t i = pool(r, c);
-      if (i == -1) { out(r, c) = -1; continue; }
+      if (i == -1) {
+        out(r, c) = -1;
+        continue;
+      }
       const int32_t block = i < 0 ? -1 : i / page_size;
       ref::Index page = -1;
       for (ref::Index j = 0; j < table.cols() && block >= 0; ++j)
-        if (table(b, j) == block) { page = j; break; }
+        if (table(b, j) == block) {
+          page = j;
+          break;
+        }
       if (page < 0)
         fail(at(r, c) + ": pool index " + std::to_string(i) + " is in block " + std::to_string(block) +
              ", which is not in sequence " + std::to_string(b) + "'s table");

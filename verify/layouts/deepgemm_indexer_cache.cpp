@@ -12,7 +12,8 @@ PagedLayout paged(const DeepGemmIndexerLayout& layout) {
 }
 }  // namespace
 
-std::vector<uint8_t> encode_deepgemm_indexer(const std::vector<ref::QuantizedRow>& keys, const DeepGemmIndexerLayout& layout) {
+std::vector<uint8_t> encode_deepgemm_indexer(const std::vector<ref::QuantizedRow>& keys,
+                                             const DeepGemmIndexerLayout& layout) {
   StoredTokens tokens;
   tokens.quant = keys;
   tokens.bf16.resize(static_cast<ref::Index>(keys.size()), 0);

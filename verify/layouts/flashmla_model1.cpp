@@ -34,8 +34,9 @@ Eigen::RowVectorXd decode_model1_token(std::span<const uint8_t> pool, int64_t to
                                 std::to_string(page) + ", past the pool's " +
                                 std::to_string(static_cast<int64_t>(pool.size()) / page_bytes) + " pages");
   // Decode the token's page alone, then take its slot.
-  const ref::Mat rows = decode(paged(layout), pool.subspan(static_cast<size_t>(page * page_bytes), static_cast<size_t>(page_bytes)),
-                               layout.page_size);
+  const ref::Mat rows =
+      decode(paged(layout), pool.subspan(static_cast<size_t>(page * page_bytes), static_cast<size_t>(page_bytes)),
+             layout.page_size);
   return rows.row(token % layout.page_size);
 }
 

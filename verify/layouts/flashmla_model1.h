@@ -35,16 +35,17 @@ struct Model1Layout {
   static constexpr int kNopeDims = 448;
   static constexpr int kRopeDims = 64;
   static constexpr int kScaleBlock = 64;
-  static constexpr int kTokenDataBytes = 576;   // 448 + 64 * 2
-  static constexpr int kTokenScaleBytes = 8;    // 7 UE8M0 + 1 pad
-  int page_size = 64;                           // P tokens per page (FlashMLA: 256 window, 64 C4, 2 C128)
+  static constexpr int kTokenDataBytes = 576;  // 448 + 64 * 2
+  static constexpr int kTokenScaleBytes = 8;   // 7 UE8M0 + 1 pad
+  int page_size = 64;                          // P tokens per page (FlashMLA: 256 window, 64 C4, 2 C128)
 
   int64_t page_bytes() const { return (int64_t{584} * page_size + 575) / 576 * 576; }
-  int64_t data_offset(int64_t token) const {    // byte of token's first e4m3 code
+  int64_t data_offset(int64_t token) const {  // byte of token's first e4m3 code
     return token / page_size * page_bytes() + token % page_size * kTokenDataBytes;
   }
-  int64_t scale_offset(int64_t token) const {   // byte of token's first UE8M0 scale
-    return token / page_size * page_bytes() + int64_t{page_size} * kTokenDataBytes + token % page_size * kTokenScaleBytes;
+  int64_t scale_offset(int64_t token) const {  // byte of token's first UE8M0 scale
+    return token / page_size * page_bytes() + int64_t{page_size} * kTokenDataBytes +
+           token % page_size * kTokenScaleBytes;
   }
   int64_t pool_bytes(int64_t pages) const { return pages * page_bytes(); }
 };

@@ -31,8 +31,7 @@ ref::Index max_valid(const ref::IndexMat& m) {
 }
 
 void check_same_rows(const ref::IndexMat& a, const ref::IndexMat& b) {
-  if (a.rows() != b.rows())
-    fail("window has " + std::to_string(a.rows()) + " rows, top-k " + std::to_string(b.rows()));
+  if (a.rows() != b.rows()) fail("window has " + std::to_string(a.rows()) + " rows, top-k " + std::to_string(b.rows()));
 }
 
 }  // namespace
@@ -52,7 +51,8 @@ ref::IndexMat pad_after_lengths(const LengthIndices& list) {
   for (ref::Index r = 0; r < out.rows(); ++r) {
     const int32_t n = list.lengths[static_cast<size_t>(r)];
     if (n < 0 || n > out.cols())
-      fail("row " + std::to_string(r) + ": length " + std::to_string(n) + " outside [0, " + std::to_string(out.cols()) + "]");
+      fail("row " + std::to_string(r) + ": length " + std::to_string(n) + " outside [0, " + std::to_string(out.cols()) +
+           "]");
     for (ref::Index c = n; c < out.cols(); ++c) out(r, c) = -1;
   }
   return out;
@@ -108,17 +108,23 @@ ref::IndexMat ring_slots_to_positions(const ref::IndexMat& slots, const std::vec
     const int64_t pos = pos_of_row[static_cast<size_t>(r)];
     for (ref::Index c = 0; c < slots.cols(); ++c) {
       const int32_t s = slots(r, c);
-      if (s == -1) { out(r, c) = -1; continue; }
-      if (s < 0 || s >= window) fail(at(r, c) + ": slot " + std::to_string(s) + " outside the ring of " + std::to_string(window));
+      if (s == -1) {
+        out(r, c) = -1;
+        continue;
+      }
+      if (s < 0 || s >= window)
+        fail(at(r, c) + ": slot " + std::to_string(s) + " outside the ring of " + std::to_string(window));
       const int64_t p = pos - ((pos - s) % window + window) % window;
-      if (p < 0) fail(at(r, c) + ": slot " + std::to_string(s) + " holds no position yet at position " + std::to_string(pos));
+      if (p < 0)
+        fail(at(r, c) + ": slot " + std::to_string(s) + " holds no position yet at position " + std::to_string(pos));
       out(r, c) = static_cast<int32_t>(p);
     }
   }
   return out;
 }
 
-ref::IndexMat positions_to_ring_slots(const ref::IndexMat& positions, const std::vector<int64_t>& pos_of_row, int window) {
+ref::IndexMat positions_to_ring_slots(const ref::IndexMat& positions, const std::vector<int64_t>& pos_of_row,
+                                      int window) {
   if (static_cast<ref::Index>(pos_of_row.size()) != positions.rows())
     fail(std::to_string(pos_of_row.size()) + " positions for " + std::to_string(positions.rows()) + " rows");
   ref::IndexMat out(positions.rows(), positions.cols());
@@ -126,7 +132,10 @@ ref::IndexMat positions_to_ring_slots(const ref::IndexMat& positions, const std:
     const int64_t pos = pos_of_row[static_cast<size_t>(r)];
     for (ref::Index c = 0; c < positions.cols(); ++c) {
       const int32_t p = positions(r, c);
-      if (p == -1) { out(r, c) = -1; continue; }
+      if (p == -1) {
+        out(r, c) = -1;
+        continue;
+      }
       if (p < 0 || p > pos || p <= pos - window)
         fail(at(r, c) + ": position " + std::to_string(p) + " is not in the ring at position " + std::to_string(pos) +
              " (window " + std::to_string(window) + ")");

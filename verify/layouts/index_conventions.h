@@ -32,7 +32,8 @@ LengthIndices combine_window_then_topk(const ref::IndexMat& window, const ref::I
 // (valid entries first, -1 after), the top-k entries follow from column window_columns (valid
 // first, -1 after); lengths count window_columns plus the valid top-k entries. Throws
 // std::invalid_argument when a row has more valid window entries than window_columns.
-LengthIndices window_columns_then_topk(const ref::IndexMat& window, const ref::IndexMat& topk, int window_columns = 128);
+LengthIndices window_columns_then_topk(const ref::IndexMat& window, const ref::IndexMat& topk,
+                                       int window_columns = 128);
 
 // The oracle's [window | compressed] list (index_lists.h concat_indices, compressed entries offset
 // by `compressed_offset`) -> the window part [R, window_width] and the compressed part, offset
@@ -49,6 +50,7 @@ SplitIndices split_window_compressed(const ref::IndexMat& concat, int window_wid
 ref::IndexMat ring_slots_to_positions(const ref::IndexMat& slots, const std::vector<int64_t>& pos_of_row, int window);
 // Throws std::invalid_argument naming row and column of a position no longer in the ring (p <= pos - W)
 // or in the future (p > pos).
-ref::IndexMat positions_to_ring_slots(const ref::IndexMat& positions, const std::vector<int64_t>& pos_of_row, int window);
+ref::IndexMat positions_to_ring_slots(const ref::IndexMat& positions, const std::vector<int64_t>& pos_of_row,
+                                      int window);
 
 }  // namespace dsv4::layouts

@@ -45,15 +45,19 @@ double convert_lse(double lse, double sink, const LseConvention& from, const Lse
   double natural = from.base2 ? lse * kLn2 : lse;
   if (from.sink_included) {
     // The sink alone (up to the rounding of the source's sum): an empty row.
-    if (!(natural - sink > 1e-12 * std::max(1.0, std::fabs(sink)))) natural = -kInf;
-    else natural = natural + std::log1p(-std::exp(sink - natural));  // ln(e^l - e^sink)
+    if (!(natural - sink > 1e-12 * std::max(1.0, std::fabs(sink))))
+      natural = -kInf;
+    else
+      natural = natural + std::log1p(-std::exp(sink - natural));  // ln(e^l - e^sink)
   } else if (lse == from.empty_row) {
     natural = -kInf;
   }
   // From the mathematics to the target.
   double out = natural;
-  if (to.sink_included) out = log_add_exp(natural, sink);
-  else if (natural == -kInf) return to.empty_row;
+  if (to.sink_included)
+    out = log_add_exp(natural, sink);
+  else if (natural == -kInf)
+    return to.empty_row;
   return to.base2 ? out / kLn2 : out;
 }
 

@@ -27,8 +27,8 @@ struct LseConvention {
 
 // One lse from one convention to another, given the head's sink (-inf: no sink). A row is empty
 // when its lse is the source's empty value (sink excluded) or equals the sink (sink included and
-// no other term, up to a relative 1e-12 of the sink's rounding). Converting "sink included" to "excluded" subtracts e^sink in log space and
-// loses the relative precision of that difference when the sink dominates.
+// no other term, up to a relative 1e-12 of the sink's rounding). Converting "sink included" to "excluded" subtracts
+// e^sink in log space and loses the relative precision of that difference when the sink dominates.
 double convert_lse(double lse, double sink, const LseConvention& from, const LseConvention& to);
 // [rows, H] lse with sink [H] per column.
 ref::Mat convert_lse(const ref::Mat& lse, const ref::Vec& sink, const LseConvention& from, const LseConvention& to);

@@ -44,7 +44,10 @@ bool is_bf16(double v) {
 
 // 2^e with e in [-127, 127] -> e + 127; NaN -> 0xff (UE8M0's NaN); anything else is refused.
 bool ue8m0_byte(double scale, uint8_t* byte) {
-  if (std::isnan(scale)) { *byte = 0xff; return true; }
+  if (std::isnan(scale)) {
+    *byte = 0xff;
+    return true;
+  }
   if (!(scale > 0) || std::isinf(scale)) return false;
   int e = 0;
   const double m = std::frexp(scale, &e);  // scale = m * 2^e, m in [0.5, 1)
@@ -55,8 +58,13 @@ bool ue8m0_byte(double scale, uint8_t* byte) {
 
 double ue8m0_value(uint8_t byte) { return byte == 0xff ? std::nan("") : std::ldexp(1.0, int{byte} - 127); }
 
-void put_u16(uint8_t* p, uint16_t v) { p[0] = static_cast<uint8_t>(v); p[1] = static_cast<uint8_t>(v >> 8); }
-void put_u32(uint8_t* p, uint32_t v) { for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i)); }
+void put_u16(uint8_t* p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+void put_u32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
 uint16_t get_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
 uint32_t get_u32(const uint8_t* p) {
   return uint32_t{p[0]} | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16) | (uint32_t{p[3]} << 24);
@@ -99,22 +107,27 @@ std::vector<uint8_t> encode(const PagedLayout& l, const StoredTokens& tokens) {
     if (static_cast<int>(row.q.size()) != l.quant_dims || static_cast<int>(row.scales.size()) != l.scales_per_token())
       fail(l, who + " has " + std::to_string(row.q.size()) + " codes and " + std::to_string(row.scales.size()) +
                   " scales, expected " + std::to_string(l.quant_dims) + " and " + std::to_string(l.scales_per_token()));
-    if (row.tensor_scale != 1.0) fail(l, who + " has a tensor scale " + num(row.tensor_scale) + " the layout cannot hold");
+    if (row.tensor_scale != 1.0)
+      fail(l, who + " has a tensor scale " + num(row.tensor_scale) + " the layout cannot hold");
     uint8_t* codes = pool.data() + l.code_offset(t);
     for (int d = 0; d < l.quant_dims; ++d) {
       const double c = row.q[static_cast<size_t>(d)];
       if (!on_element_grid(l.element, c))
-        fail(l, who + ", dim " + std::to_string(d) + ": code " + num(c) + " is not an " + element_name(l.element) + " value");
+        fail(l, who + ", dim " + std::to_string(d) + ": code " + num(c) + " is not an " + element_name(l.element) +
+                    " value");
       const uint8_t code = element_code(l.element, c);
-      if (l.element == ref::Element::e4m3) codes[d] = code;
-      else codes[d / 2] = static_cast<uint8_t>(codes[d / 2] | (d % 2 == 0 ? code : code << 4));
+      if (l.element == ref::Element::e4m3)
+        codes[d] = code;
+      else
+        codes[d / 2] = static_cast<uint8_t>(codes[d / 2] | (d % 2 == 0 ? code : code << 4));
     }
     uint8_t* scales = pool.data() + l.scale_offset(t);
     for (int b = 0; b < l.scales_per_token(); ++b) {
       const double s = row.scales[static_cast<size_t>(b)];
       if (l.scale_encoding == ScaleEncoding::ue8m0) {
         if (!ue8m0_byte(s, scales + b))
-          fail(l, who + ", block " + std::to_string(b) + ": scale " + num(s) + " is not a power of two 2^e, e in [-127, 127]");
+          fail(l, who + ", block " + std::to_string(b) + ": scale " + num(s) +
+                      " is not a power of two 2^e, e in [-127, 127]");
       } else {
         const float f = static_cast<float>(s);
         if (!std::isnan(s) && static_cast<double>(f) != s)
@@ -125,7 +138,8 @@ std::vector<uint8_t> encode(const PagedLayout& l, const StoredTokens& tokens) {
     uint8_t* tail = pool.data() + l.bf16_offset(t);
     for (int d = 0; d < l.bf16_dims; ++d) {
       const double v = tokens.bf16(t, d);
-      if (!is_bf16(v)) fail(l, who + ", dim " + std::to_string(l.quant_dims + d) + ": value " + num(v) + " is not a bf16");
+      if (!is_bf16(v))
+        fail(l, who + ", dim " + std::to_string(l.quant_dims + d) + ": value " + num(v) + " is not a bf16");
       put_u16(tail + 2 * d, ref::bf16_encode(static_cast<float>(v)));
     }
   }
@@ -138,8 +152,8 @@ StoredTokens decode_stored(const PagedLayout& l, std::span<const uint8_t> pool, 
   const int64_t need = l.pool_bytes(l.pages_for(n));
   if (static_cast<int64_t>(pool.size()) < need)
     fail(l, "pool of " + std::to_string(pool.size()) + " bytes is too short for " + std::to_string(n) + " tokens (" +
-                std::to_string(l.pages_for(n)) + " pages of " + std::to_string(l.page_bytes()) + " bytes = " +
-                std::to_string(need) + ")");
+                std::to_string(l.pages_for(n)) + " pages of " + std::to_string(l.page_bytes()) +
+                " bytes = " + std::to_string(need) + ")");
   StoredTokens out;
   out.quant.resize(static_cast<size_t>(n));
   out.bf16.resize(n, l.bf16_dims);
@@ -149,9 +163,10 @@ StoredTokens decode_stored(const PagedLayout& l, std::span<const uint8_t> pool, 
     row.scales.resize(static_cast<size_t>(l.scales_per_token()));
     const uint8_t* codes = pool.data() + l.code_offset(t);
     for (int d = 0; d < l.quant_dims; ++d)
-      row.q[static_cast<size_t>(d)] = l.element == ref::Element::e4m3
-                                          ? ref::fp8_e4m3_decode(codes[d])
-                                          : ref::fp4_e2m1_decode(static_cast<uint8_t>((codes[d / 2] >> (d % 2 * 4)) & 0xf));
+      row.q[static_cast<size_t>(d)] =
+          l.element == ref::Element::e4m3
+              ? ref::fp8_e4m3_decode(codes[d])
+              : ref::fp4_e2m1_decode(static_cast<uint8_t>((codes[d / 2] >> (d % 2 * 4)) & 0xf));
     const uint8_t* scales = pool.data() + l.scale_offset(t);
     for (int b = 0; b < l.scales_per_token(); ++b)
       row.scales[static_cast<size_t>(b)] = l.scale_encoding == ScaleEncoding::ue8m0
@@ -207,9 +222,9 @@ StoredTokens from_values(const PagedLayout& l, const ref::Mat& rows) {
         const double v = rows(r, d), code = v / scale;  // exact: the scale is a power of two
         if (!on_element_grid(l.element, code))
           fail(l, "row " + std::to_string(r) + ", dim " + std::to_string(d) + ": value " + num(v) +
-                      " is off the grid: dims " + std::to_string(first) + ".." + std::to_string(last) +
-                      " have amax " + num(amax) + ", so scale 2^" + std::to_string(std::ilogb(scale)) + ", and " +
-                      num(v) + " / scale = " + num(code) + " is not an " + element_name(l.element) + " value");
+                      " is off the grid: dims " + std::to_string(first) + ".." + std::to_string(last) + " have amax " +
+                      num(amax) + ", so scale 2^" + std::to_string(std::ilogb(scale)) + ", and " + num(v) +
+                      " / scale = " + num(code) + " is not an " + element_name(l.element) + " value");
         row.q[static_cast<size_t>(d)] = code;
       }
     }
@@ -224,15 +239,18 @@ StoredTokens from_values(const PagedLayout& l, const ref::Mat& rows) {
   return out;
 }
 
-std::vector<uint8_t> encode_values(const PagedLayout& l, const ref::Mat& rows) { return encode(l, from_values(l, rows)); }
+std::vector<uint8_t> encode_values(const PagedLayout& l, const ref::Mat& rows) {
+  return encode(l, from_values(l, rows));
+}
 
 StoredTokens quantize(const PagedLayout& l, const ref::Mat& rows, const ref::BlockFormat& format) {
   l.validate();
   check_width(l, rows);
   if (format.element != l.element || format.block != l.scale_block)
-    fail(l, "format " + format.name() + " does not fit the layout's " + element_name(l.element) + " codes in blocks of " +
-                std::to_string(l.scale_block));
-  if (format.scale == ref::ScaleRule::nvfp4_e4m3) fail(l, "format " + format.name() + " needs a tensor scale the layout cannot hold");
+    fail(l, "format " + format.name() + " does not fit the layout's " + element_name(l.element) +
+                " codes in blocks of " + std::to_string(l.scale_block));
+  if (format.scale == ref::ScaleRule::nvfp4_e4m3)
+    fail(l, "format " + format.name() + " needs a tensor scale the layout cannot hold");
   StoredTokens out;
   out.quant.reserve(static_cast<size_t>(rows.rows()));
   out.bf16.resize(rows.rows(), l.bf16_dims);

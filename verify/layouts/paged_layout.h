@@ -38,14 +38,14 @@ enum class TokenPlacement { interleaved, split };
 struct PagedLayout {
   std::string name;
   ref::Element element = ref::Element::e4m3;
-  int quant_dims = 0;          // leading dims, stored as element codes
-  int scale_block = 0;         // dims per scale
+  int quant_dims = 0;   // leading dims, stored as element codes
+  int scale_block = 0;  // dims per scale
   ScaleEncoding scale_encoding = ScaleEncoding::ue8m0;
-  int scale_pad_bytes = 0;     // zero bytes after a token's scales
-  int bf16_dims = 0;           // trailing dims, stored as bf16
+  int scale_pad_bytes = 0;  // zero bytes after a token's scales
+  int bf16_dims = 0;        // trailing dims, stored as bf16
   TokenPlacement placement = TokenPlacement::split;
-  int page_align = 1;          // page bytes are rounded up to a multiple of this
-  int page_size = 64;          // tokens per page (P)
+  int page_align = 1;  // page bytes are rounded up to a multiple of this
+  int page_size = 64;  // tokens per page (P)
 
   int head_dim() const { return quant_dims + bf16_dims; }
   int scales_per_token() const { return quant_dims / scale_block; }

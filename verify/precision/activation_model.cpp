@@ -16,7 +16,9 @@ namespace dsv4::verify {
 namespace {
 
 // Independent streams of one seed.
-uint64_t stream_seed(uint64_t seed, uint64_t stream) { return ref::splitmix64(seed ^ (stream * 0x9e3779b97f4a7c15ULL)); }
+uint64_t stream_seed(uint64_t seed, uint64_t stream) {
+  return ref::splitmix64(seed ^ (stream * 0x9e3779b97f4a7c15ULL));
+}
 
 // N(0, 1) draws, one Box-Muller pair per draw (its cosine): the plain model's values are those the
 // synthetic inputs drew before models existed.
@@ -67,8 +69,7 @@ void ActivationModel::validate(const ref::ModelConfig& cfg) const {
 }
 
 std::vector<int> heavy_channels(int count, int n, uint64_t seed) {
-  if (count < 0 || count > n)
-    throw std::invalid_argument(fmt::format("heavy_channels: {} of {} channels", count, n));
+  if (count < 0 || count > n) throw std::invalid_argument(fmt::format("heavy_channels: {} of {} channels", count, n));
   std::vector<int> all(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
   // A partial Fisher-Yates shuffle with the generator's own output (no std distribution).
@@ -83,9 +84,9 @@ std::vector<int> heavy_channels(int count, int n, uint64_t seed) {
 }
 
 ref::Mat model_x(const ActivationModel& m, int64_t tokens, int dim, const std::vector<int>& heavy, uint64_t seed) {
-  ref::NormalStream z_draws = normals(seed);                  // the entries (the plain model's stream)
+  ref::NormalStream z_draws = normals(seed);                     // the entries (the plain model's stream)
   ref::NormalStream chi2_draws = normals(stream_seed(seed, 1));  // Student-t denominators
-  std::mt19937_64 signs(stream_seed(seed, 2));                // the heavy channels' signs
+  std::mt19937_64 signs(stream_seed(seed, 2));                   // the heavy channels' signs
   std::vector<double> offset(static_cast<size_t>(dim), 0.0);
   for (int c : heavy) offset[static_cast<size_t>(c)] = (signs() >> 63 ? -1.0 : 1.0) * m.x_heavy_scale;
   // Student-t(nu) = z / sqrt(chi2_nu / nu) has variance nu / (nu - 2): scaled back to 1.

@@ -93,7 +93,9 @@ json figures_json(const PolicyFigures& f) {
                       {"recall", recall},
                       {"output_by_position", outputs}});
   }
-  return {{"seed", f.seed}, {"time", time_json(f.time)}, {"reference_time", time_json(f.reference_time)},
+  return {{"seed", f.seed},
+          {"time", time_json(f.time)},
+          {"reference_time", time_json(f.reference_time)},
           {"layers", layers}};
 }
 
@@ -175,17 +177,17 @@ std::optional<PolicyFigures> CheckpointDir::load(uint64_t seed, const ref::Preci
     throw std::invalid_argument(fmt::format("checkpoint {}: not JSON ({})", path.string(), e.what()));
   }
   const auto fail = [&](const std::string& what, const std::string& expected, const std::string& found) {
-    throw std::invalid_argument(fmt::format("checkpoint {}: {}: expected {}, found {} (remove it, or use another "
-                                            "--checkpoint folder for other options)",
-                                            path.string(), what, expected, found));
+    throw std::invalid_argument(
+        fmt::format("checkpoint {}: {}: expected {}, found {} (remove it, or use another "
+                    "--checkpoint folder for other options)",
+                    path.string(), what, expected, found));
   };
   try {
     if (j.value("format", "") != kCheckpointFormat || j.value("format_version", 0) != kCheckpointVersion)
       fail("format", fmt::format("{} version {}", kCheckpointFormat, kCheckpointVersion),
            fmt::format("{} version {}", j.value("format", "?"), j.value("format_version", 0)));
     const json want = identity_json(seed_input, position_bucket);
-    if (j.at("input") != want.at("input"))
-      fail("input", want.at("input").dump(), j.at("input").dump());
+    if (j.at("input") != want.at("input")) fail("input", want.at("input").dump(), j.at("input").dump());
     if (j.at("position_bucket") != want.at("position_bucket"))
       fail("position bucket", want.at("position_bucket").dump(), j.at("position_bucket").dump());
     if (j.at("policy").at("description") != policy.describe())

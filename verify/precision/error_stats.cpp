@@ -59,9 +59,12 @@ void ErrorStats::add(const ref::Mat& ref, const ref::Mat& got) {
         ++hist_.zero;
       } else {
         const double bin = std::floor((std::log10(err / scale) - kHistLow) / kHistStep);
-        if (bin < 0) ++hist_.below;
-        else if (bin >= kHistBins) ++hist_.above;
-        else ++hist_.bins[static_cast<size_t>(bin)];
+        if (bin < 0)
+          ++hist_.below;
+        else if (bin >= kHistBins)
+          ++hist_.above;
+        else
+          ++hist_.bins[static_cast<size_t>(bin)];
       }
     }
   }
@@ -78,8 +81,6 @@ double ErrorStats::cos_diff() const {
   return both > 0.0L ? static_cast<double>(sum_err2_ / both) : 0.0;
 }
 
-double ErrorStats::ref_rms() const {
-  return n_finite_ ? static_cast<double>(std::sqrt(sum_ref2_ / n_finite_)) : 0.0;
-}
+double ErrorStats::ref_rms() const { return n_finite_ ? static_cast<double>(std::sqrt(sum_ref2_ / n_finite_)) : 0.0; }
 
 }  // namespace dsv4::verify

@@ -17,10 +17,10 @@ inline constexpr int kHistBins = 48;  // up to 10^2: an error 100x its token's R
 
 struct ErrorHistogram {
   std::array<int64_t, kHistBins> bins{};
-  int64_t zero = 0;       // |got - ref| == 0 exactly
-  int64_t below = 0;      // nonzero, under 10^kHistLow
-  int64_t above = 0;      // at or over the top bin's upper edge
-  int64_t no_scale = 0;   // the token's reference RMS is 0 (no relative scale)
+  int64_t zero = 0;      // |got - ref| == 0 exactly
+  int64_t below = 0;     // nonzero, under 10^kHistLow
+  int64_t above = 0;     // at or over the top bin's upper edge
+  int64_t no_scale = 0;  // the token's reference RMS is 0 (no relative scale)
 };
 
 class ErrorStats {
@@ -35,13 +35,13 @@ class ErrorStats {
   int64_t n_finite() const { return n_finite_; }
   int64_t nonfinite_matched() const { return nonfinite_matched_; }
   int64_t nonfinite_mismatches() const { return nonfinite_mismatches_; }
-  double nmse() const;      // sum (got - ref)^2 / sum ref^2; 0/0 = 0, x/0 = +inf
+  double nmse() const;  // sum (got - ref)^2 / sum ref^2; 0/0 = 0, x/0 = +inf
   // 1 - 2 sum(ref got) / sum(ref^2 + got^2), computed as sum (got - ref)^2 / sum(ref^2 + got^2)
   // (the same value without the cancellation); 0 when both are all zero
   double cos_diff() const;
   double max_abs() const { return max_abs_; }
   double max_rel() const { return max_rel_; }  // max |got - ref| / |ref| over ref != 0
-  double ref_rms() const;   // sqrt(mean ref^2) over the finite pairs
+  double ref_rms() const;                      // sqrt(mean ref^2) over the finite pairs
   const ErrorHistogram& histogram() const { return hist_; }
 
  private:

@@ -26,8 +26,7 @@ std::string describe_layers(const Capture& c) {
   std::string text;
   for (const auto& [index, layer] : c.layers) {
     std::string calls;
-    for (const CallCapture& call : layer.calls)
-      calls += fmt::format("{}{}", calls.empty() ? "" : ",", call.seqlen);
+    for (const CallCapture& call : layer.calls) calls += fmt::format("{}{}", calls.empty() ? "" : ",", call.seqlen);
     const int batch = layer.calls.empty() ? 0 : layer.calls.front().batch;
     text += fmt::format("{}layer {} (ratio {}, calls of {} tokens, batch {})", text.empty() ? "" : "; ", index,
                         layer.compress_ratio, calls, batch);

@@ -14,15 +14,15 @@
 namespace dsv4::verify {
 
 enum class WeightsOrigin { random, real, unknown };
-std::string to_string(WeightsOrigin origin);                 // "random", "real", "unknown"
+std::string to_string(WeightsOrigin origin);                        // "random", "real", "unknown"
 WeightsOrigin weights_origin_from_string(const std::string& name);  // throws std::invalid_argument
 
 struct InputInfo {
-  std::string kind;         // "synthetic" (made by this command) or "capture" (read from `file`)
-  std::string file;         // the capture file; empty for synthetic inputs
-  std::string producer;     // the capture's producer attribute, or what made the synthetic inputs
-  std::string model;        // the capture's model attribute (free text)
-  std::string description;  // one line: dims, layers, calls, batch, seeds, activation model
+  std::string kind;             // "synthetic" (made by this command) or "capture" (read from `file`)
+  std::string file;             // the capture file; empty for synthetic inputs
+  std::string producer;         // the capture's producer attribute, or what made the synthetic inputs
+  std::string model;            // the capture's model attribute (free text)
+  std::string description;      // one line: dims, layers, calls, batch, seeds, activation model
   std::vector<uint64_t> seeds;  // synthetic: the seeds of weights and inputs, one run each; capture: empty
   std::optional<ActivationModel> activation_model;  // synthetic only: how x and the q/k dims were drawn
   WeightsOrigin weights = WeightsOrigin::unknown;

@@ -90,9 +90,9 @@ RecallOverSeeds recall_over(const std::vector<const RecallFigures*>& r, const st
     bucket.last_position = first[b].last_position;
     std::vector<const RecallSummary*> summaries;
     for (const RecallFigures* f : r) {
-      require_aligned(f->by_position.size() == first.size() &&
-                          f->by_position[b].first_position == bucket.first_position,
-                      "recall position buckets");
+      require_aligned(
+          f->by_position.size() == first.size() && f->by_position[b].first_position == bucket.first_position,
+          "recall position buckets");
       summaries.push_back(&f->by_position[b].summary);
       bucket.rows += f->by_position[b].summary.rows;
       bucket.rows_with_choice += f->by_position[b].summary.rows_with_choice;
@@ -143,7 +143,8 @@ LayerOverSeeds layer_over(const std::vector<const LayerFigures*>& l, const std::
 }  // namespace
 
 double t_quantile_975(int dof) {
-  if (dof < 1) throw std::invalid_argument("t_quantile_975: degrees of freedom must be >= 1, found " + std::to_string(dof));
+  if (dof < 1)
+    throw std::invalid_argument("t_quantile_975: degrees of freedom must be >= 1, found " + std::to_string(dof));
   // Student's t, two-sided 95%: dof 1 .. 30.
   static constexpr double kTable[] = {12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281,
                                       2.2010,  2.1788, 2.1604, 2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860,
@@ -251,8 +252,8 @@ SeededReport over_seeds(const InputInfo& input, int64_t position_bucket,
   if (per_seed.empty()) throw std::invalid_argument("precision report over seeds: no seed");
   const std::vector<uint64_t> seeds = input.seeds.empty() ? std::vector<uint64_t>{0} : input.seeds;
   if (per_seed.size() != seeds.size())
-    throw std::invalid_argument(fmt::format("precision report over seeds: {} seeds' figures for {} seeds",
-                                            per_seed.size(), seeds.size()));
+    throw std::invalid_argument(
+        fmt::format("precision report over seeds: {} seeds' figures for {} seeds", per_seed.size(), seeds.size()));
   const ref::PrecisionPolicy official = ref::PrecisionPolicy::official();
   SeededReport r;
   r.input = input;
@@ -264,15 +265,15 @@ SeededReport over_seeds(const InputInfo& input, int64_t position_bucket,
   for (const std::vector<PolicyFigures>& seed : per_seed)
     if (!seed.empty()) reference_runs.push_back(&seed.front());
   if (!reference_runs.empty()) {
-    r.reference_wall_seconds = over(reference_runs, [](const PolicyFigures& f) { return f.reference_time.wall_seconds; });
+    r.reference_wall_seconds =
+        over(reference_runs, [](const PolicyFigures& f) { return f.reference_time.wall_seconds; });
     r.reference_cpu_seconds = over(reference_runs, [](const PolicyFigures& f) { return f.reference_time.cpu_seconds; });
   }
   for (size_t p = 0; p < first.size(); ++p) {
     std::vector<const PolicyFigures*> runs;
     for (size_t i = 0; i < per_seed.size(); ++i) {
       const PolicyFigures& f = per_seed[i][p];
-      require_aligned(f.policy.describe() == first[p].policy.describe() &&
-                          f.layers.size() == first[p].layers.size(),
+      require_aligned(f.policy.describe() == first[p].policy.describe() && f.layers.size() == first[p].layers.size(),
                       "policy " + f.policy.name + " vs " + first[p].policy.name);
       runs.push_back(&f);
     }

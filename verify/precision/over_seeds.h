@@ -31,7 +31,7 @@ double t_quantile_975(int dof);
 
 struct Interval {
   double mean = 0.0;
-  double low = 0.0;   // NaN with fewer than two values, or a non-finite one
+  double low = 0.0;  // NaN with fewer than two values, or a non-finite one
   double high = 0.0;
   std::vector<double> values;  // one per seed, in seed order (pooled: the per-seed means)
 
@@ -100,7 +100,7 @@ struct LayerOverSeeds {
 
 struct PolicyOverSeeds {
   ref::PrecisionPolicy policy;
-  std::string differences;  // what differs from official (ref::PrecisionPolicy::differences_from)
+  std::string differences;             // what differs from official (ref::PrecisionPolicy::differences_from)
   Interval wall_seconds, cpu_seconds;  // the oracle's forward passes of this policy, per seed
   std::vector<LayerOverSeeds> layers;
 };

@@ -94,7 +94,8 @@ auto timed(OracleTime& time, Run run) {
   auto result = run();
   time.wall_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu1);
-  time.cpu_seconds += static_cast<double>(cpu1.tv_sec - cpu0.tv_sec) + 1e-9 * static_cast<double>(cpu1.tv_nsec - cpu0.tv_nsec);
+  time.cpu_seconds +=
+      static_cast<double>(cpu1.tv_sec - cpu0.tv_sec) + 1e-9 * static_cast<double>(cpu1.tv_nsec - cpu0.tv_nsec);
   return result;
 }
 
@@ -125,8 +126,7 @@ std::vector<ref::PrecisionPolicy> resolve_policies(const std::vector<std::string
   std::vector<ref::PrecisionPolicy> policies;
   std::set<std::string> seen;
   for (const std::string& name : names) {
-    if (!seen.insert(name).second)
-      throw std::invalid_argument("precision policy '" + name + "' is listed twice");
+    if (!seen.insert(name).second) throw std::invalid_argument("precision policy '" + name + "' is listed twice");
     policies.push_back(ref::PrecisionPolicy::by_name(name));
   }
   return policies;

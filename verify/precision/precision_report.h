@@ -44,8 +44,8 @@ struct OutputErrorBucket {
 struct LayerResult {
   int layer = 0;  // L, the layer's index in the capture
   int compress_ratio = 0;
-  std::vector<StageError> stages;     // in capture-format order; only the stages the ratio has
-  std::optional<RecallStats> recall;  // indexer/topk against the exact indexer (ratio 4 only)
+  std::vector<StageError> stages;                           // in capture-format order; only the stages the ratio has
+  std::optional<RecallStats> recall;                        // indexer/topk against the exact indexer (ratio 4 only)
   std::map<int64_t, OutputErrorBucket> output_by_position;  // key: position / the report's bucket width
 
   const StageError& stage(const std::string& name) const;  // throws std::out_of_range naming it

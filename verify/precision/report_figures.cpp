@@ -34,8 +34,8 @@ LayerFigures figures_of(const LayerResult& l) {
   f.layer = l.layer;
   f.compress_ratio = l.compress_ratio;
   for (const StageError& s : l.stages) f.stages.push_back(figures_of(s));
-  if (l.recall) f.recall = RecallFigures{l.recall->summary(), l.recall->worst_row(), l.recall->buckets(),
-                                         l.recall->histogram()};
+  if (l.recall)
+    f.recall = RecallFigures{l.recall->summary(), l.recall->worst_row(), l.recall->buckets(), l.recall->histogram()};
   for (const auto& [key, b] : l.output_by_position)
     f.output_by_position.push_back({b.first_position, b.last_position, b.attention.nmse(), b.layer.nmse()});
   return f;

@@ -11,9 +11,7 @@ namespace {
 
 json format_json(const std::optional<ref::BlockFormat>& f) { return f ? json(f->name()) : json(nullptr); }
 
-std::string linear_kind(ref::LinearKind k) {
-  return k == ref::LinearKind::fp8_block128 ? "fp8_block128" : "exact";
-}
+std::string linear_kind(ref::LinearKind k) { return k == ref::LinearKind::fp8_block128 ? "fp8_block128" : "exact"; }
 
 json activation_model_json(const std::optional<ActivationModel>& m) {
   if (!m) return nullptr;
@@ -56,8 +54,8 @@ json stage_json(const StageOverSeeds& s) {
             {"nonfinite_matched", s.nonfinite_matched},
             {"nonfinite_mismatches", s.nonfinite_mismatches}};
   j.update(error_json(s));
-  j["histogram"] = {{"counts", h.bins}, {"zero", h.zero}, {"below", h.below}, {"above", h.above},
-                    {"no_scale", h.no_scale}};
+  j["histogram"] = {
+      {"counts", h.bins}, {"zero", h.zero}, {"below", h.below}, {"above", h.above}, {"no_scale", h.no_scale}};
   return j;
 }
 
@@ -71,8 +69,11 @@ json recall_json(const std::optional<RecallOverSeeds>& r) {
             {"pooled_with_choice", to_json(r->pooled_with_choice)}};
   const RecallRow& w = r->worst_row;
   j["worst_row"] = w.call < 0 ? json(nullptr)
-                              : json{{"seed", r->worst_seed}, {"call", w.call}, {"seq", w.seq},
-                                     {"position", w.position}, {"recall", json_number(w.recall)}};
+                              : json{{"seed", r->worst_seed},
+                                     {"call", w.call},
+                                     {"seq", w.seq},
+                                     {"position", w.position},
+                                     {"recall", json_number(w.recall)}};
   json buckets = json::array();
   for (const RecallBucketOverSeeds& b : r->by_position)
     buckets.push_back({{"first_position", b.first_position},
@@ -144,16 +145,11 @@ json config_json(const ref::ModelConfig& c) {
 }
 
 json settings_json(const ref::PrecisionPolicy& p) {
-  return {{"activations", ref::to_string(p.activations)},
-          {"fp32_tensors", ref::to_string(p.fp32_tensors)},
-          {"fp8_linears", linear_kind(p.fp8_linears)},
-          {"kv_nope", format_json(p.kv_nope)},
-          {"indexer_qk", format_json(p.indexer_qk)},
-          {"indexer_q_quant", p.indexer_q_quant},
-          {"indexer_hadamard", p.indexer_hadamard},
-          {"indexer_scores", ref::to_string(p.indexer_scores)},
-          {"attn_probs", ref::to_string(p.attn_probs)},
-          {"attn_online_blocks", p.attn_online_blocks}};
+  return {{"activations", ref::to_string(p.activations)}, {"fp32_tensors", ref::to_string(p.fp32_tensors)},
+          {"fp8_linears", linear_kind(p.fp8_linears)},    {"kv_nope", format_json(p.kv_nope)},
+          {"indexer_qk", format_json(p.indexer_qk)},      {"indexer_q_quant", p.indexer_q_quant},
+          {"indexer_hadamard", p.indexer_hadamard},       {"indexer_scores", ref::to_string(p.indexer_scores)},
+          {"attn_probs", ref::to_string(p.attn_probs)},   {"attn_online_blocks", p.attn_online_blocks}};
 }
 
 json to_json(const SeededReport& r) {
@@ -178,8 +174,7 @@ json to_json(const SeededReport& r) {
            {{"level", kIntervalLevel},
             {"over", "seeds (each draws its own weights and inputs)"},
             {"method", "mean +- t(0.975, n - 1) * sample sd / sqrt(n) over the n seeds' values"},
-            {"pooled_recall",
-             "every row with a choice of every seed; the interval counts each seed as one cluster"}}},
+            {"pooled_recall", "every row with a choice of every seed; the interval counts each seed as one cluster"}}},
           {"reference_time", time_json(r.reference_wall_seconds, r.reference_cpu_seconds)},
           {"error_histogram",
            {{"quantity", "log10(|policy - exact| / rms of the exact token row)"},

@@ -30,8 +30,9 @@
 //                                               "last_position", "attention_nmse": I,
 //                                               "layer_nmse": I}]}}]}]}
 // Row counts (n, rows, rows_with_choice) and histograms are summed over seeds.
-#include <filesystem>
 #include <nlohmann/json.hpp>
+
+#include <filesystem>
 
 #include "reference/config.h"
 #include "reference/precision.h"

@@ -41,12 +41,13 @@ void end_to_end_table(std::ostream& out, const SeededReport& r, size_t l) {
     if (layer.recall && layer.recall->rows > 0) {
       const RecallOverSeeds& rc = *layer.recall;
       mean = format_interval(rc.mean, format_recall);
-      mean_choice = rc.rows_with_choice ? format_interval(rc.mean_with_choice, format_recall) : "- (no row has a choice)";
+      mean_choice =
+          rc.rows_with_choice ? format_interval(rc.mean_with_choice, format_recall) : "- (no row has a choice)";
       const RecallRow& w = rc.worst_row;
       if (w.call >= 0)
-        worst = fmt::format("{} ({}call {}, seq {}, position {})", format_recall(w.recall),
-                            r.seed_count() > 1 ? fmt::format("seed {}, ", rc.worst_seed) : "", w.call, w.seq,
-                            w.position);
+        worst =
+            fmt::format("{} ({}call {}, seq {}, position {})", format_recall(w.recall),
+                        r.seed_count() > 1 ? fmt::format("seed {}, ", rc.worst_seed) : "", w.call, w.seq, w.position);
     }
     const StageOverSeeds& attn = layer.stage(kAttentionOutputStage);
     const StageOverSeeds& o = layer.stage(kLayerOutputStage);
@@ -67,7 +68,8 @@ void rankings(std::ostream& out, const SeededReport& r, size_t l) {
   std::vector<RankedPolicy> recall, out_nmse, attn_nmse;
   for (const PolicyOverSeeds* p : compared(r)) {
     const LayerOverSeeds& layer = p->layers[l];
-    if (layer.recall && layer.recall->rows_with_choice > 0) recall.push_back({p->policy.name, &layer.recall->mean_with_choice});
+    if (layer.recall && layer.recall->rows_with_choice > 0)
+      recall.push_back({p->policy.name, &layer.recall->mean_with_choice});
     attn_nmse.push_back({p->policy.name, &layer.stage(kAttentionOutputStage).nmse});
     out_nmse.push_back({p->policy.name, &layer.stage(kLayerOutputStage).nmse});
   }
@@ -103,9 +105,10 @@ void paired_table(std::ostream& out, const SeededReport& r, size_t l) {
                                  signed_recall) +
                      " | "
                : "";
-    fmt::print(out, "| {} | {}{} | {} |\n", p->policy.name, recall_cell,
-               format_interval(paired_ratio(layer.stage(kAttentionOutputStage).nmse, base.stage(kAttentionOutputStage).nmse)),
-               format_interval(paired_ratio(layer.stage(kLayerOutputStage).nmse, base.stage(kLayerOutputStage).nmse)));
+    fmt::print(
+        out, "| {} | {}{} | {} |\n", p->policy.name, recall_cell,
+        format_interval(paired_ratio(layer.stage(kAttentionOutputStage).nmse, base.stage(kAttentionOutputStage).nmse)),
+        format_interval(paired_ratio(layer.stage(kLayerOutputStage).nmse, base.stage(kLayerOutputStage).nmse)));
   }
 }
 
@@ -121,7 +124,8 @@ void pooled_recall_table(std::ostream& out, const SeededReport& r, size_t l) {
     // Bins of width 1/kRecallBins: recall < 0.9 is the bins below 0.9 * kRecallBins.
     const auto below = [&](double edge) {
       int64_t n = 0;
-      for (int b = 0; b < static_cast<int>(std::lround(edge * kRecallBins)); ++b) n += rc.histogram[static_cast<size_t>(b)];
+      for (int b = 0; b < static_cast<int>(std::lround(edge * kRecallBins)); ++b)
+        n += rc.histogram[static_cast<size_t>(b)];
       return fmt::format("{:.2f}%", 100.0 * static_cast<double>(n) / static_cast<double>(rc.rows_with_choice));
     };
     fmt::print(out, "| {} | {} | {} | {} | {} |\n", p.policy.name, rc.rows_with_choice,
@@ -166,7 +170,8 @@ void stage_table(std::ostream& out, const SeededReport& r, size_t l, const std::
   const LayerOverSeeds& first = r.policies.front().layers[l];
   for (size_t s = 0; s < first.stages.size(); ++s) {
     fmt::print(out, "| {} |", first.stages[s].stage);
-    for (const PolicyOverSeeds& p : r.policies) fmt::print(out, " {} |", format_interval(figure(p.layers[l].stages[s])));
+    for (const PolicyOverSeeds& p : r.policies)
+      fmt::print(out, " {} |", format_interval(figure(p.layers[l].stages[s])));
     fmt::print(out, "\n");
   }
 }
@@ -259,8 +264,9 @@ void write_precision_markdown(std::ostream& out, const SeededReport& r) {
   else
     fmt::print(out, "- One {}: figures without intervals; differences between policies are not ranked.\n",
                in.seeds.empty() ? "input" : fmt::format("seed ({})", in.seeds.front()));
-  fmt::print(out, "- Every figure is against the `{}` policy run on the same x and weights; each policy runs the layer "
-                  "chained (every stage from its own earlier results, its own cache).\n",
+  fmt::print(out,
+             "- Every figure is against the `{}` policy run on the same x and weights; each policy runs the layer "
+             "chained (every stage from its own earlier results, its own cache).\n",
              r.reference);
   if (!r.command.empty()) fmt::print(out, "- Command: `{}`\n", r.command);
   fmt::print(out, "\n> {}\n", fidelity_note(in));

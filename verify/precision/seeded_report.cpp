@@ -46,7 +46,8 @@ SeededReport run_seeded_report(const SeededReportOptions& o,
         q.seeds = static_cast<int>(seeds.size());
         progress(q);
       };
-      const PrecisionReport report = run_precision_report(synthetic_input(seed_options), seed_input, options, seed_progress);
+      const PrecisionReport report =
+          run_precision_report(synthetic_input(seed_options), seed_input, options, seed_progress);
       std::vector<PolicyFigures> ran = figures_of(report, seeds[i]);
       size_t next = 0;
       for (std::optional<PolicyFigures>& f : found)

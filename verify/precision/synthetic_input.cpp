@@ -66,10 +66,12 @@ Capture synthetic_input(const SyntheticInputOptions& o) {
     layer.weights = ref::AttentionWeights::random(cfg, o.ratios[l], mix(layer_seed ^ 1));
     // The model's fixed channels, per layer (streams no batch index reaches).
     const ActivationModel& model = o.activations;
-    add_heavy_qk_dims(layer.weights, cfg, model,
-                      heavy_channels(model.qk_heavy_channels, cfg.head_dim, mix(layer_seed ^ mix(1u << 20))),
-                      heavy_channels(model.qk_heavy_channels, cfg.index_head_dim, mix(layer_seed ^ mix((1u << 20) + 1))));
-    const std::vector<int> x_heavy = heavy_channels(model.x_heavy_channels, cfg.dim, mix(layer_seed ^ mix((1u << 20) + 2)));
+    add_heavy_qk_dims(
+        layer.weights, cfg, model,
+        heavy_channels(model.qk_heavy_channels, cfg.head_dim, mix(layer_seed ^ mix(1u << 20))),
+        heavy_channels(model.qk_heavy_channels, cfg.index_head_dim, mix(layer_seed ^ mix((1u << 20) + 1))));
+    const std::vector<int> x_heavy =
+        heavy_channels(model.x_heavy_channels, cfg.dim, mix(layer_seed ^ mix((1u << 20) + 2)));
     std::vector<ref::Mat> x;
     for (int b = 0; b < o.batch; ++b)
       x.push_back(model_x(model, o.prefill + o.decode, cfg.dim, x_heavy, mix(layer_seed ^ mix(2 + b))));
@@ -98,17 +100,17 @@ InputInfo synthetic_input_info(const SyntheticInputOptions& o, const std::vector
   info.activation_model = o.activations;
   const std::string seed_text =
       fmt::format("{} {}", info.seeds.size() == 1 ? "seed" : "seeds", fmt::join(info.seeds, ", "));
-  info.producer = fmt::format("dsv4-verify precision-report --synth (random weights; {}; {})",
-                              o.activations.describe(), seed_text);
+  info.producer =
+      fmt::format("dsv4-verify precision-report --synth (random weights; {}; {})", o.activations.describe(), seed_text);
   info.model = cfg.name;
   info.config = cfg;
   const std::vector<int64_t> lengths = call_lengths(o);
-  info.description = fmt::format(
-      "{} dims ({}); layers of ratio {}; prefill {} tokens{}{}, batch {}; {}; {}", cfg.name, describe_dims(cfg),
-      fmt::join(o.ratios, ", "), o.prefill,
-      o.chunk > 0 && o.chunk < o.prefill ? fmt::format(" in calls of {}", o.chunk) : std::string(),
-      o.decode > 0 ? fmt::format(", then {} one-token decodes", o.decode) : std::string(), o.batch,
-      o.activations.describe(), seed_text);
+  info.description =
+      fmt::format("{} dims ({}); layers of ratio {}; prefill {} tokens{}{}, batch {}; {}; {}", cfg.name,
+                  describe_dims(cfg), fmt::join(o.ratios, ", "), o.prefill,
+                  o.chunk > 0 && o.chunk < o.prefill ? fmt::format(" in calls of {}", o.chunk) : std::string(),
+                  o.decode > 0 ? fmt::format(", then {} one-token decodes", o.decode) : std::string(), o.batch,
+                  o.activations.describe(), seed_text);
   info.weights = WeightsOrigin::random;
   info.weights_reason = o.activations.qk_heavy_channels > 0
                             ? "drawn by ref::AttentionWeights::random on the checkpoint's number grids, then the "

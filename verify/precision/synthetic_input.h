@@ -23,10 +23,10 @@ struct SyntheticInputOptions {
   // same values for any split of a sequence into calls; chunks bound the memory of one call (a
   // Flash layer's q is 256 KiB per token in double).
   int64_t chunk = 0;
-  int64_t decode = 0;             // one-token decode calls after the prefill
+  int64_t decode = 0;  // one-token decode calls after the prefill
   int batch = 1;
   uint64_t seed = 1;
-  ActivationModel activations;    // plain: x ~ N(0, 1), the weights as drawn
+  ActivationModel activations;  // plain: x ~ N(0, 1), the weights as drawn
   // The config's max_seq_len (0: keep it; DeepSeek's default is 4096) raised for longer sequences:
   // nothing the layer computes depends on it but the cache size (RoPE uses original_seq_len).
   int64_t max_seq_len = 0;

@@ -27,7 +27,8 @@ int64_t finite_count(const ref::Mat& scores, ref::Index row) {
 
 RecallStats::RecallStats(int64_t bucket_width) : bucket_width_(bucket_width) {
   if (bucket_width < 1)
-    throw std::invalid_argument("RecallStats: bucket width must be >= 1 position, found " + std::to_string(bucket_width));
+    throw std::invalid_argument("RecallStats: bucket width must be >= 1 position, found " +
+                                std::to_string(bucket_width));
 }
 
 void RecallStats::add(const ref::IndexMat& exact, const ref::IndexMat& tested, const ref::Mat& exact_scores, int call,

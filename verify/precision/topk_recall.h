@@ -23,11 +23,11 @@ struct RecallRow {
 
 // Recall over the rows of one group (a position bucket, or all rows).
 struct RecallSummary {
-  int64_t rows = 0;              // rows with a nonempty exact list
-  int64_t rows_with_choice = 0;  // of those, rows where the exact indexer left a visible entry out
-  double mean = 1.0;             // mean recall over `rows` (1 when there are none)
-  double mean_with_choice = 1.0; // mean recall over `rows_with_choice` (1 when there are none)
-  double worst = 1.0;            // lowest recall of a row
+  int64_t rows = 0;               // rows with a nonempty exact list
+  int64_t rows_with_choice = 0;   // of those, rows where the exact indexer left a visible entry out
+  double mean = 1.0;              // mean recall over `rows` (1 when there are none)
+  double mean_with_choice = 1.0;  // mean recall over `rows_with_choice` (1 when there are none)
+  double worst = 1.0;             // lowest recall of a row
 };
 
 struct RecallBucket {
@@ -53,8 +53,8 @@ class RecallStats {
            int64_t start_pos);
 
   RecallSummary summary() const { return summarize(all_); }
-  const RecallRow& worst_row() const { return worst_row_; }  // the first row reaching the worst recall
-  std::vector<RecallBucket> buckets() const;                 // ascending, only buckets with rows
+  const RecallRow& worst_row() const { return worst_row_; }             // the first row reaching the worst recall
+  std::vector<RecallBucket> buckets() const;                            // ascending, only buckets with rows
   const std::vector<int64_t>& histogram() const { return histogram_; }  // kRecallBins counts
   int64_t bucket_width() const { return bucket_width_; }
 

@@ -15,15 +15,13 @@
 // build has them (target dsv4_cuda defines DSV4_HAVE_CUDA for this file); otherwise asking for it
 // says so. Extension point: a stage gets a kernel by overriding its ref::StageProvider entry here
 // and listing the entry in computes() (docs/architecture.md "Add a kernel").
-#include "verify/replay/backend.h"
-
 #include "reference/layer.h"
+#include "verify/replay/backend.h"
 
 #ifdef DSV4_HAVE_CUDA
 #include <cuda_runtime.h>
 
 #include <cmath>
-
 #include <vector>
 
 #include "cuda/attention/attention_mirror.h"
@@ -195,8 +193,9 @@ std::unique_ptr<ref::StageProvider> make_cuda_backend(const std::string& precisi
   int devices = 0;
   const cudaError_t status = cudaGetDeviceCount(&devices);
   if (status != cudaSuccess || devices == 0) {
-    throw BackendUnavailable(std::string("cuda backend not built / no GPU: the build has the kernels, but no GPU is usable (") +
-                             (status != cudaSuccess ? cudaGetErrorString(status) : "no device") + ")");
+    throw BackendUnavailable(
+        std::string("cuda backend not built / no GPU: the build has the kernels, but no GPU is usable (") +
+        (status != cudaSuccess ? cudaGetErrorString(status) : "no device") + ")");
   }
   if (precision != "official") {
     throw BackendUnavailable("cuda backend: the kernels implement the official precision only, the replay asks for '" +

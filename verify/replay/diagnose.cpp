@@ -76,8 +76,8 @@ Diagnosis diagnose_stage(const Capture& capture, int layer_index, int call, ref:
   const LayerCapture& layer = capture.layers.at(layer_index);
   if (!s.is_compared() || !ref::in_scope(s.scope, layer.compress_ratio) || call < 0 ||
       call >= static_cast<int>(layer.calls.size()) || !layer.calls[call].has(std::string(s.name)))
-    throw std::invalid_argument(fmt::format("diagnose_stage: layer {} call {} has no compared dataset {}", layer_index,
-                                            call, s.name));
+    throw std::invalid_argument(
+        fmt::format("diagnose_stage: layer {} call {} has no compared dataset {}", layer_index, call, s.name));
   const Tensor& captured = layer.calls[call].stage(std::string(s.name));
 
   const ref::AttentionLayer oracle_layer = replay_layer(capture, layer, policy);
@@ -123,7 +123,8 @@ void diagnose_records(const Capture& capture, const ref::PrecisionPolicy& policy
   if (scope == DiagnoseScope::none) return;
   std::set<std::pair<int, std::string>> done;
   for (Record& r : report.records) {
-    const bool wanted = r.status == Status::fail || (scope == DiagnoseScope::differing && r.status == Status::pass && differs(r));
+    const bool wanted =
+        r.status == Status::fail || (scope == DiagnoseScope::differing && r.status == Status::pass && differs(r));
     if (!wanted || !done.insert({r.layer, r.stage}).second) continue;
     const ref::StageDef* s = ref::find_stage(r.stage);
     if (s == nullptr || !s->is_compared()) continue;

@@ -7,8 +7,8 @@
 
 #include "reference/pre_quant.h"
 #include "reference/precision.h"
-#include "verify/capture/config_attrs.h"
 #include "reference/stage_registry.h"
+#include "verify/capture/config_attrs.h"
 #include "verify/compare/shape.h"
 
 namespace dsv4::verify {
@@ -58,8 +58,8 @@ void describe_capture(std::ostream& out, const Capture& c) {
       }
       for (const ref::PreQuantDef& p : ref::pre_quant_datasets()) {  // optional: listed only when present
         const std::string name(p.name);
-        if (call.has(name)) fmt::print(out, "    {:<38} {:<16} {}\n", name, format_shape(call.stage(name).shape),
-                                       call.stage(name).dtype);
+        if (call.has(name))
+          fmt::print(out, "    {:<38} {:<16} {}\n", name, format_shape(call.stage(name).shape), call.stage(name).dtype);
       }
       if (!absent.empty()) {
         std::string list;
@@ -67,8 +67,9 @@ void describe_capture(std::ostream& out, const Capture& c) {
         fmt::print(out, "    absent: {}\n", list);
       }
       if (call.start_pos != 0 && call.start_pos != end)
-        fmt::print(out, "    note: starts at {}, not where the previous call ended ({}): a stage-local replay needs "
-                        "its cache/ datasets, a chained replay cannot run it\n",
+        fmt::print(out,
+                   "    note: starts at {}, not where the previous call ended ({}): a stage-local replay needs "
+                   "its cache/ datasets, a chained replay cannot run it\n",
                    call.start_pos, end);
       end = call.start_pos + call.seqlen;
     }

@@ -59,8 +59,10 @@ class CapturedCall {
     if (!has(prefix + "_kv") || !has(prefix + "_score")) return nullptr;
     auto it = states_.find(prefix);
     if (it == states_.end())
-      it = states_.emplace(prefix, to_compressor_states(call_.stage(prefix + "_kv"), call_.stage(prefix + "_score"),
-                                                        ratio, head_dim)).first;
+      it = states_
+               .emplace(prefix, to_compressor_states(call_.stage(prefix + "_kv"), call_.stage(prefix + "_score"), ratio,
+                                                     head_dim))
+               .first;
     return &it->second;
   }
 
@@ -119,7 +121,8 @@ std::vector<int> meaningful_rows(const ref::StageDef& s, const ref::ModelConfig&
 
 }  // namespace
 
-ref::AttentionLayer replay_layer(const Capture& capture, const LayerCapture& layer, const ref::PrecisionPolicy& policy) {
+ref::AttentionLayer replay_layer(const Capture& capture, const LayerCapture& layer,
+                                 const ref::PrecisionPolicy& policy) {
   return ref::AttentionLayer(layer_config(capture, layer), layer.weights, policy);
 }
 
@@ -141,10 +144,11 @@ ReplayedCall LayerReplay::replay_call(const CallCapture& call) {
   if (chained && (!local_cache_ || local_cache_->batch() != call.batch))
     local_cache_ = ref::make_ring_cache(cfg, ratio, call.batch);
   if (chained && start != 0 && cache_->length(0) != start) {
-    throw CaptureError(capture_.path, call_path + ": attribute 'start_pos'",
-                       fmt::format("{} (chained replay carries the state from call to call; the replayed calls end there)",
-                                   cache_->length(0)),
-                       fmt::format("{}", start));
+    throw CaptureError(
+        capture_.path, call_path + ": attribute 'start_pos'",
+        fmt::format("{} (chained replay carries the state from call to call; the replayed calls end there)",
+                    cache_->length(0)),
+        fmt::format("{}", start));
   }
   CapturedCall cap(call);
 
@@ -172,24 +176,32 @@ ReplayedCall LayerReplay::replay_call(const CallCapture& call) {
     };
     // The state before the call of sequence b, into the cache.
     auto restore_before = [&](int b) {
-      if (local && cap.has("cache/window_kv")) cache.restore_window(b, start, cap.dense("cache/window_kv")[b]);
-      else from_earlier_calls("cache/window_kv", {"attn/core"});
+      if (local && cap.has("cache/window_kv"))
+        cache.restore_window(b, start, cap.dense("cache/window_kv")[b]);
+      else
+        from_earlier_calls("cache/window_kv", {"attn/core"});
       if (ratio != 0) {
         if (local && cap.has("cache/compressed_kv"))
           cache.restore_entries(b, ref::EntryKind::main, cap.dense("cache/compressed_kv")[b]);
-        else from_earlier_calls("cache/compressed_kv", {"attn/core"});
+        else
+          from_earlier_calls("cache/compressed_kv", {"attn/core"});
         if (const auto* st = local ? cap.states("cache/compressor_state", ratio, cfg.head_dim) : nullptr)
           cache.compressor_state(b, ref::EntryKind::main) = (*st)[b];
-        else from_earlier_calls("cache/compressor_state_*", {"compressor/entries", "compressor/state_kv", "compressor/state_score"});
+        else
+          from_earlier_calls("cache/compressor_state_*",
+                             {"compressor/entries", "compressor/state_kv", "compressor/state_score"});
       }
       if (ratio == 4) {
         if (local && cap.has("cache/indexer_kv"))
           cache.restore_entries(b, ref::EntryKind::indexer, cap.dense("cache/indexer_kv")[b]);
-        else from_earlier_calls("cache/indexer_kv", {"indexer/scores"});
+        else
+          from_earlier_calls("cache/indexer_kv", {"indexer/scores"});
         if (const auto* st = local ? cap.states("cache/indexer_compressor_state", 4, cfg.index_head_dim) : nullptr)
           cache.compressor_state(b, ref::EntryKind::indexer) = (*st)[b];
-        else from_earlier_calls("cache/indexer_compressor_state_*", {"indexer/compressor/entries",
-                                "indexer/compressor/state_kv", "indexer/compressor/state_score"});
+        else
+          from_earlier_calls(
+              "cache/indexer_compressor_state_*",
+              {"indexer/compressor/entries", "indexer/compressor/state_kv", "indexer/compressor/state_score"});
       }
     };
 
@@ -218,8 +230,10 @@ ReplayedCall LayerReplay::replay_call(const CallCapture& call) {
       if (!s.is_compared() || !ref::in_scope(s.scope, ratio)) continue;
       StageValue& value = values[std::string(s.name)];
       for (const ref::StageOutputs& o : outputs) {
-        if (s.dense_result) value.dense.push_back(*s.dense_result(o));
-        else value.indices.push_back(*s.index_result(o));
+        if (s.dense_result)
+          value.dense.push_back(*s.dense_result(o));
+        else
+          value.indices.push_back(*s.index_result(o));
       }
       if (s.comparison == ref::Comparison::index_set) {
         value.tie_offset = offset;

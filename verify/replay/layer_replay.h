@@ -23,7 +23,7 @@
 namespace dsv4::verify {
 
 enum class ReplayMode { stage_local, chained };
-std::string to_string(ReplayMode mode);           // "stage-local", "chained"
+std::string to_string(ReplayMode mode);                       // "stage-local", "chained"
 ReplayMode replay_mode_from_string(const std::string& name);  // throws std::invalid_argument
 
 // One stage's values from the replay of one call, one entry per sequence of the batch.

@@ -27,9 +27,8 @@ ref::Mat PreQuantRecorder::window_kv(const ref::AttentionLayer& layer, const ref
 ref::CompressorOutput PreQuantRecorder::compress(const ref::AttentionLayer& layer, ref::CompressorKind kind,
                                                  const ref::Mat& x, int64_t start_pos,
                                                  ref::CompressorState& state) const {
-  const ref::PreQuantDef& d = *ref::pre_quant_of(kind == ref::CompressorKind::main
-                                                     ? ref::Stage::compressor_entries
-                                                     : ref::Stage::indexer_compressor_entries);
+  const ref::PreQuantDef& d = *ref::pre_quant_of(
+      kind == ref::CompressorKind::main ? ref::Stage::compressor_entries : ref::Stage::indexer_compressor_entries);
   ref::CompressorOutput out = StageProvider::compress(unquantized(layer, d), kind, x, start_pos, state);
   recorded_[std::string(d.name)].push_back(out.entries);
   d.quantize(out.entries, layer.config(), layer.policy());

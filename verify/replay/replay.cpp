@@ -6,9 +6,9 @@
 #include <regex>
 #include <stdexcept>
 
+#include "reference/call_geometry.h"
 #include "reference/pre_quant.h"
 #include "reference/precision.h"
-#include "reference/call_geometry.h"
 #include "reference/stage_registry.h"
 #include "verify/compare/dense.h"
 #include "verify/compare/index_set.h"
@@ -56,8 +56,8 @@ void check_captured_quantizer(Record& r, const CallCapture& call, const ref::Sta
   const Tensor& pre = call.stage(std::string(def->name));
   const Tensor& captured = call.stage(r.stage);
   // (The reader checks that the shapes are the stage's.)
-  const DenseMetrics q = check_quantizer(pre.values, captured.values, captured.shape, *format,
-                                         NonFiniteRule::of(stage.values));
+  const DenseMetrics q =
+      check_quantizer(pre.values, captured.values, captured.shape, *format, NonFiniteRule::of(stage.values));
   if (q.status == Status::vacuous) return;  // no value to check (a call that completes no entry)
   std::string note;
   if (q.status == Status::pass) {
@@ -66,9 +66,10 @@ void check_captured_quantizer(Record& r, const CallCapture& call, const ref::Sta
     r.status = Status::fail;
     if (auto* d = std::get_if<DenseMetrics>(&r.metrics)) d->failed_gates.push_back("quantizer");
     const int64_t differing = q.rounding ? q.rounding->differing : q.bitwise_mismatches;
-    note = fmt::format("quantizer FAILS on its own input {}: {} of {} values are not {} of it", def->name,
-                       differing, q.n, format->name());
-    if (q.rounding && q.rounding->tie_flips > 0) note += fmt::format(" ({} ties rounded the other way)", q.rounding->tie_flips);
+    note = fmt::format("quantizer FAILS on its own input {}: {} of {} values are not {} of it", def->name, differing,
+                       q.n, format->name());
+    if (q.rounding && q.rounding->tie_flips > 0)
+      note += fmt::format(" ({} ties rounded the other way)", q.rounding->tie_flips);
     if (q.rounding && q.rounding->block_scales_unexplained > 0)
       note += fmt::format(" ({} block scales wrong)", q.rounding->block_scales_unexplained);
   }
@@ -101,15 +102,15 @@ Record compare_stage(int layer, const CallCapture& call, const ref::CallGeometry
       const std::vector<double> replayed = flatten(value.dense);
       check_size(r, replayed.size(), captured.numel());
       const std::vector<double> pre_rounding = flatten(value.pre_rounding);
-      const std::optional<RoundingFormat> format =
-          pre_rounding.empty() || !r.tolerance->pre_rounding ? std::nullopt
-                                                             : final_rounding(stage.name, policy, *geometry.cfg);
+      const std::optional<RoundingFormat> format = pre_rounding.empty() || !r.tolerance->pre_rounding
+                                                       ? std::nullopt
+                                                       : final_rounding(stage.name, policy, *geometry.cfg);
       // A rounded stage with the oracle's value before its rounding: judged by what rounding allows
       // (docs/tolerances.md F5); otherwise by the dense gates alone.
-      const DenseMetrics m =
-          format ? compare_rounded(replayed, captured.values, captured.shape,
-                                   RoundedReference{pre_rounding, *format, {}}, *r.tolerance, nonfinite)
-                 : compare_dense(replayed, captured.values, captured.shape, *r.tolerance, nonfinite);
+      const DenseMetrics m = format
+                                 ? compare_rounded(replayed, captured.values, captured.shape,
+                                                   RoundedReference{pre_rounding, *format, {}}, *r.tolerance, nonfinite)
+                                 : compare_dense(replayed, captured.values, captured.shape, *r.tolerance, nonfinite);
       r.status = m.status;
       r.metrics = m;
       break;
@@ -122,8 +123,8 @@ Record compare_stage(int layer, const CallCapture& call, const ref::CallGeometry
       std::vector<uint8_t> mask(static_cast<size_t>(captured.shape.at(0) * rows_per_sequence), 0);
       for (int64_t b = 0; b < captured.shape.at(0); ++b)
         for (int row : value.rows) mask[static_cast<size_t>(b * rows_per_sequence + row)] = 1;
-      const DenseMetrics m = compare_dense_masked(replayed, captured.values, captured.shape, mask, *r.tolerance,
-                                                    nonfinite);
+      const DenseMetrics m =
+          compare_dense_masked(replayed, captured.values, captured.shape, mask, *r.tolerance, nonfinite);
       r.status = m.status;
       r.metrics = m;
       const size_t kept = value.rows.size();
@@ -140,9 +141,10 @@ Record compare_stage(int layer, const CallCapture& call, const ref::CallGeometry
       const int64_t ref_cols = value.indices.empty() ? 0 : value.indices.front().cols();
       const std::vector<double> scores = flatten(value.tie_scores);
       const int64_t score_cols = value.tie_scores.empty() ? 0 : value.tie_scores.front().cols();
-      const IndexSetMetrics m = compare_index_sets(
-          IndexRows{replayed, rows, ref_cols}, IndexRows{got, rows, captured.shape.at(2)},
-          scores.empty() ? ScoreRows{} : ScoreRows{scores, rows, score_cols}, tie_window(*r.tolerance), value.tie_offset);
+      const IndexSetMetrics m =
+          compare_index_sets(IndexRows{replayed, rows, ref_cols}, IndexRows{got, rows, captured.shape.at(2)},
+                             scores.empty() ? ScoreRows{} : ScoreRows{scores, rows, score_cols},
+                             tie_window(*r.tolerance), value.tie_offset);
       r.status = m.status;
       r.metrics = m;
       break;
@@ -164,8 +166,10 @@ Record chained_record(Record chained, const Record& own) {
   if (chained.status == Status::missing) return chained;
   chained.status = own.status;
   chained.verdict = own.metrics;
-  std::string verdict = fmt::format("verdict on the stage's own error (against the stage recomputed from the captured "
-                                    "inputs): {}", to_string(own.status));
+  std::string verdict = fmt::format(
+      "verdict on the stage's own error (against the stage recomputed from the captured "
+      "inputs): {}",
+      to_string(own.status));
   if (const auto* d = std::get_if<DenseMetrics>(&own.metrics))
     verdict += fmt::format(", max_abs {:.3e}, cos_diff {:.3e}", d->max_abs, d->cos_diff);
   else if (const auto* i = std::get_if<IndexSetMetrics>(&own.metrics))
@@ -201,8 +205,8 @@ Report replay_capture(const Capture& capture, const ReplayOptions& options,
   for (const auto& [index, layer] : capture.layers)
     if (!options.layer || *options.layer == index) layers.push_back(&layer);
   if (layers.empty())
-    throw std::invalid_argument(fmt::format("--layer {}: expected one of the capture's layers ({})", *options.layer,
-                                            list_layers(capture)));
+    throw std::invalid_argument(
+        fmt::format("--layer {}: expected one of the capture's layers ({})", *options.layer, list_layers(capture)));
   if (options.call) {
     bool found = false;
     for (const LayerCapture* l : layers) found = found || *options.call < static_cast<int>(l->calls.size());
@@ -236,8 +240,8 @@ Report replay_capture(const Capture& capture, const ReplayOptions& options,
         const std::string name(stage.name);
         Record r = compare_stage(layer.index, call, geometry, stage, replayed.values.at(name), table, policy);
         if (options.mode == ReplayMode::chained)
-          r = chained_record(std::move(r),
-                             compare_stage(layer.index, call, geometry, stage, replayed.from_captured_inputs.at(name), table, policy));
+          r = chained_record(std::move(r), compare_stage(layer.index, call, geometry, stage,
+                                                         replayed.from_captured_inputs.at(name), table, policy));
         report.records.push_back(std::move(r));
         if (options.fail_fast && report.records.back().status == Status::fail) {
           diagnose_records(capture, policy, options.diagnose, report);

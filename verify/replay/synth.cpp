@@ -4,16 +4,16 @@
 
 #include <stdexcept>
 
+#include "reference/call_geometry.h"
 #include "reference/kv_cache.h"
 #include "reference/layer.h"
 #include "reference/mutation.h"
-#include "reference/pre_quant.h"
 #include "reference/numerics/storage.h"
+#include "reference/pre_quant.h"
 #include "reference/precision.h"
 #include "reference/random.h"
-#include "reference/weights.h"
-#include "reference/call_geometry.h"
 #include "reference/stage_registry.h"
+#include "reference/weights.h"
 #include "verify/capture/tensor_convert.h"
 #include "verify/replay/pre_quant_recorder.h"
 
@@ -47,7 +47,8 @@ void require(bool ok, const std::string& option, const std::string& expected, co
 // The datasets of one call, by registry row, in the dtype the policy holds each in.
 class CallWriter {
  public:
-  CallWriter(CallCapture& call, const ref::CallGeometry& g, const ref::PrecisionPolicy& p) : call_(call), g_(g), p_(p) {}
+  CallWriter(CallCapture& call, const ref::CallGeometry& g, const ref::PrecisionPolicy& p)
+      : call_(call), g_(g), p_(p) {}
 
   void dense(ref::Stage id, const std::vector<ref::Mat>& mats) {
     const ref::StageDef& s = ref::stage(id);
@@ -146,7 +147,8 @@ Capture synthesize_capture(const SynthOptions& o) {
     auto cache = ref::make_ring_cache(cfg, ratio, o.batch);
     std::vector<ref::Mat> x;
     for (int b = 0; b < o.batch; ++b)
-      x.push_back(random_input(tokens, cfg.dim, ref::splitmix64(layer_seed ^ ref::splitmix64(2 + b)), policy.activations));
+      x.push_back(
+          random_input(tokens, cfg.dim, ref::splitmix64(layer_seed ^ ref::splitmix64(2 + b)), policy.activations));
 
     int64_t start = 0;
     for (size_t k = 0; k < lengths.size(); ++k) {

@@ -62,8 +62,9 @@ std::string stage_status(const StatusCounts& c) {
 // than its full record line.
 std::string key_metrics(const Record& r) {
   if (const auto* d = std::get_if<DenseMetrics>(&r.verdict_metrics())) {
-    std::string s = fmt::format("max_abs {} {}  cos_diff {}  worst row cos_diff {}", format_metric(d->max_abs),
-                                format_element(d->max_abs_at), format_metric(d->cos_diff), format_metric(d->rows.cos_diff));
+    std::string s =
+        fmt::format("max_abs {} {}  cos_diff {}  worst row cos_diff {}", format_metric(d->max_abs),
+                    format_element(d->max_abs_at), format_metric(d->cos_diff), format_metric(d->rows.cos_diff));
     if (d->rounding) {
       const FlipCensus& c = *d->rounding;
       s += fmt::format("  flips {} ({} explained), {} unexplained", c.flips + c.multi_step,
@@ -104,8 +105,8 @@ std::string record_lines(const Record& r) {
 }
 
 void write_console(std::ostream& out, const Report& report, const ConsoleOptions& options) {
-  out << fmt::format("dsv4-verify: {}  mode {}  precision {}  backend {}\n", report.file, report.mode,
-                     report.precision, report.backend);
+  out << fmt::format("dsv4-verify: {}  mode {}  precision {}  backend {}\n", report.file, report.mode, report.precision,
+                     report.backend);
   if (!report.tolerances.empty()) out << "tolerances: " << report.tolerances << "\n";
   if (!report.command.empty()) out << "reproduce: " << report.command << "\n";
   out << first_failure_line(report) << "\n";

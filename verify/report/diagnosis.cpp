@@ -21,9 +21,10 @@ std::string same_as_best(const std::vector<VariantTrial>& trials) {
 
 std::string Diagnosis::summary() const {
   if (oracle_differing == 0)
-    return fmt::format("stage-locally (call {}) the oracle reproduces all {} captured {} bitwise: the difference "
-                       "comes from this stage's inputs",
-                       call, compared, unit);
+    return fmt::format(
+        "stage-locally (call {}) the oracle reproduces all {} captured {} bitwise: the difference "
+        "comes from this stage's inputs",
+        call, compared, unit);
   if (trials.empty())
     return fmt::format("{} of {} {} differ from the oracle's; no numerics variant applies to this stage",
                        oracle_differing, compared, unit);

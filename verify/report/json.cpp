@@ -89,7 +89,11 @@ json to_json(const FlipCensus& c) {
 }
 
 json counts_json(const StatusCounts& c) {
-  return {{"passed", c.passed}, {"failed", c.failed}, {"vacuous", c.vacuous}, {"missing", c.missing}, {"skipped", c.skipped}};
+  return {{"passed", c.passed},
+          {"failed", c.failed},
+          {"vacuous", c.vacuous},
+          {"missing", c.missing},
+          {"skipped", c.skipped}};
 }
 
 }  // namespace
@@ -112,7 +116,9 @@ namespace {
 
 json bound_json(const std::optional<ErrorBound>& b) {
   if (!b) return nullptr;
-  return {{"atol", json_number(b->atol)}, {"atol_rms", json_number(b->atol_rms)}, {"rtol", json_number(b->rtol)},
+  return {{"atol", json_number(b->atol)},
+          {"atol_rms", json_number(b->atol_rms)},
+          {"rtol", json_number(b->rtol)},
           {"reason", b->reason}};
 }
 
@@ -211,20 +217,19 @@ json to_json(const Record& r) {
                         {"introduced", t.introduced},
                         {"differing", t.differing},
                         {"reproduces", t.reproduces()}});
-    j["diagnosis"] = {{"call", d.call},
-                      {"unit", d.unit},
-                      {"compared", d.compared},
-                      {"oracle_differing", d.oracle_differing},
-                      {"summary", d.summary()},
-                      {"trials", trials}};
+    j["diagnosis"] = {{"call", d.call},         {"unit", d.unit},
+                      {"compared", d.compared}, {"oracle_differing", d.oracle_differing},
+                      {"summary", d.summary()}, {"trials", trials}};
   }
   const auto metrics_json = [](const Metrics& m) -> json {
     if (const auto* d = std::get_if<DenseMetrics>(&m)) return to_json(*d);
     if (const auto* i = std::get_if<IndexSetMetrics>(&m)) return to_json(*i);
     return nullptr;
   };
-  if (const auto* d = std::get_if<DenseMetrics>(&r.metrics)) j["comparator"] = d->rounding ? "rounded" : "dense";
-  else if (std::holds_alternative<IndexSetMetrics>(r.metrics)) j["comparator"] = "index_set";
+  if (const auto* d = std::get_if<DenseMetrics>(&r.metrics))
+    j["comparator"] = d->rounding ? "rounded" : "dense";
+  else if (std::holds_alternative<IndexSetMetrics>(r.metrics))
+    j["comparator"] = "index_set";
   j["metrics"] = metrics_json(r.metrics);
   j["verdict_metrics"] = r.verdict ? metrics_json(*r.verdict) : json(nullptr);
   return j;

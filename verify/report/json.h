@@ -16,8 +16,9 @@
 // JSON has no NaN or infinity: a non-finite number is written as the string "nan", "inf" or
 // "-inf" (read it back with json_number). Element positions are {"index", "coord", "ref", "got"},
 // or null when there is none.
-#include <filesystem>
 #include <nlohmann/json.hpp>
+
+#include <filesystem>
 
 #include "verify/report/record.h"
 

@@ -71,10 +71,11 @@ void write_markdown(std::ostream& out, const Report& report) {
   out << "## Stages\n\n| stage | passed | failed | vacuous | missing | worst record | measured / allowed |\n"
          "|---|---:|---:|---:|---:|---|---|\n";
   for (const StageSummary& s : report.stages()) {
-    out << fmt::format("| `{}` | {} | {} | {} | {} | {} | {} |\n", cell(s.stage), s.counts.passed, s.counts.failed,
-                       s.counts.vacuous, s.counts.missing,
-                       s.worst ? fmt::format("L{} c{} {}", s.worst->layer, s.worst->call, to_string(s.worst->status)) : "-",
-                       s.worst ? cell(margin_cell(*s.worst)) : "-");
+    out << fmt::format(
+        "| `{}` | {} | {} | {} | {} | {} | {} |\n", cell(s.stage), s.counts.passed, s.counts.failed, s.counts.vacuous,
+        s.counts.missing,
+        s.worst ? fmt::format("L{} c{} {}", s.worst->layer, s.worst->call, to_string(s.worst->status)) : "-",
+        s.worst ? cell(margin_cell(*s.worst)) : "-");
   }
   out << "\n";
 
@@ -86,8 +87,9 @@ void write_markdown(std::ostream& out, const Report& report) {
   }
   if (any_dense) {
     out << "## Dense stages\n\n";
-    write_table(out, report, true, {"max_abs @ coord (ref, got)", "max_rel", "mean_abs", "nmse", "cos_diff", "pass",
-                                    "min tolerance (each alone)", "nonfinite", "worst row / token", "rounding"});
+    write_table(out, report, true,
+                {"max_abs @ coord (ref, got)", "max_rel", "mean_abs", "nmse", "cos_diff", "pass",
+                 "min tolerance (each alone)", "nonfinite", "worst row / token", "rounding"});
   }
   if (any_index) {
     out << "## Index-set stages\n\n";
@@ -97,7 +99,8 @@ void write_markdown(std::ostream& out, const Report& report) {
     out << "## Not compared\n\n";
     for (const Record& r : report.records) {
       if (!std::holds_alternative<std::monostate>(r.metrics) && r.status != Status::vacuous) continue;
-      out << "- " << to_string(r.status) << " `" << stage_label(r) << "`" << (r.note.empty() ? "" : ": ") << r.note << "\n";
+      out << "- " << to_string(r.status) << " `" << stage_label(r) << "`" << (r.note.empty() ? "" : ": ") << r.note
+          << "\n";
     }
     out << "\n";
   }

@@ -63,7 +63,8 @@ std::vector<StageSummary> Report::stages() const {
     const auto it = std::find_if(names.begin(), names.end(), [&](const ref::StageDef& n) { return n.name == s.stage; });
     return it - names.begin();
   };
-  std::stable_sort(out.begin(), out.end(), [&](const StageSummary& a, const StageSummary& b) { return order(a) < order(b); });
+  std::stable_sort(out.begin(), out.end(),
+                   [&](const StageSummary& a, const StageSummary& b) { return order(a) < order(b); });
   return out;
 }
 

@@ -27,17 +27,17 @@ using Metrics = std::variant<std::monostate, DenseMetrics, IndexSetMetrics>;  //
 struct Record {
   int layer = 0;
   int call = 0;
-  std::string stage;             // the capture's dataset name (reference/stage_registry.h)
+  std::string stage;  // the capture's dataset name (reference/stage_registry.h)
   Status status = Status::skipped;
-  Shape shape;                   // of the compared dataset
-  std::string dtype;             // the dataset's `dtype` attribute (what the producer held), e.g. "bfloat16"
+  Shape shape;        // of the compared dataset
+  std::string dtype;  // the dataset's `dtype` attribute (what the producer held), e.g. "bfloat16"
   Metrics metrics;
   // The comparison the status comes from when it is not `metrics` (chained replay: the stage
   // against its own recomputation from the captured inputs, while `metrics` is the distance from
   // the oracle's chain); nullopt: the status is `metrics`'s.
   std::optional<Metrics> verdict;
   std::optional<Tolerance> tolerance;  // the row used
-  std::string note;              // why MISSING/SKIPPED, or anything the replay wants said
+  std::string note;                    // why MISSING/SKIPPED, or anything the replay wants said
   std::optional<Diagnosis> diagnosis;  // a failing stage's variants tried (the first failing call of its layer)
 
   StageId id() const { return {layer, call, stage}; }
@@ -56,9 +56,9 @@ struct StatusCounts {
 struct StageSummary {
   std::string stage;
   StatusCounts counts;
-  std::vector<int> layers;          // the layers with a record of this stage, ascending
-  const Record* worst = nullptr;    // the compared record with the largest measured / allowed, a FAIL
-                                    // when there is one (the first on ties); nullptr when none was compared
+  std::vector<int> layers;        // the layers with a record of this stage, ascending
+  const Record* worst = nullptr;  // the compared record with the largest measured / allowed, a FAIL
+                                  // when there is one (the first on ties); nullptr when none was compared
   bool vacuous_everywhere() const { return counts.vacuous > 0 && counts.passed + counts.failed == 0; }
 };
 

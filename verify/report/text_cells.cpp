@@ -72,14 +72,17 @@ std::string flip_text(const FlipAt& f) {
 std::string dense_failure(const DenseMetrics& m, const Tolerance* tol) {
   std::string s = fmt::format("failed {}:", join(m.failed_gates, ","));
   if (m.nonfinite_mismatches + m.nonfinite_not_allowed > 0) {
-    const std::string holds = m.nonfinite_rule.describe() == "none" ? "finite values only"
-                                                                    : "finite values and " + m.nonfinite_rule.describe();
-    s += fmt::format(" non-finite: {} positions differ, {} pairs hold on both sides a value the stage cannot hold "
-                     "({}), first {};",
-                     m.nonfinite_mismatches, m.nonfinite_not_allowed, holds, format_element(m.first_nonfinite_mismatch));
+    const std::string holds = m.nonfinite_rule.describe() == "none"
+                                  ? "finite values only"
+                                  : "finite values and " + m.nonfinite_rule.describe();
+    s += fmt::format(
+        " non-finite: {} positions differ, {} pairs hold on both sides a value the stage cannot hold "
+        "({}), first {};",
+        m.nonfinite_mismatches, m.nonfinite_not_allowed, holds, format_element(m.first_nonfinite_mismatch));
   }
   if (tol && tol->bitwise) {
-    s += fmt::format(" {} values differ in bits, first {};", m.bitwise_mismatches, format_element(m.first_bitwise_mismatch));
+    s += fmt::format(" {} values differ in bits, first {};", m.bitwise_mismatches,
+                     format_element(m.first_bitwise_mismatch));
   } else {
     s += fmt::format(" limits atol {} rtol {}", format_metric(m.atol), format_metric(m.rtol));
     if (tol && tol->max_cos_diff) s += fmt::format(" cos_diff {}", format_metric(*tol->max_cos_diff));
@@ -91,9 +94,10 @@ std::string dense_failure(const DenseMetrics& m, const Tolerance* tol) {
     if (c.first_unexplained.found()) s += "; first unexplained " + flip_text(c.first_unexplained);
     if (c.first_unexplained_scale.found()) {
       const BlockScaleAt& b = c.first_unexplained_scale;
-      s += fmt::format("; block {} of row @{}: scale {} where the reference's is {} (amax {} within {} allows no other)",
-                       b.block, format_shape(b.row_coord), format_value(b.got_scale), format_value(b.ref_scale),
-                       format_value(b.amax), format_metric(b.amax_bound));
+      s +=
+          fmt::format("; block {} of row @{}: scale {} where the reference's is {} (amax {} within {} allows no other)",
+                      b.block, format_shape(b.row_coord), format_value(b.got_scale), format_value(b.ref_scale),
+                      format_value(b.amax), format_metric(b.amax_bound));
     }
     const bool signed_split = c.bias_direction == "up" || c.bias_direction == "down";
     const int64_t n = signed_split ? c.up + c.down : c.toward_zero + c.away_from_zero;
@@ -115,13 +119,16 @@ std::string index_failure(const IndexSetMetrics& m) {
 
 // A shell word: quoted when the shell would split or expand it.
 std::string shell_word(const std::string& a) {
-  const bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                       "0123456789-_./=:,+@%") == std::string::npos;
+  const bool plain = !a.empty() && a.find_first_not_of(
+                                       "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                       "0123456789-_./=:,+@%") == std::string::npos;
   if (plain) return a;
   std::string q(1, '\'');
   for (char c : a) {
-    if (c == '\'') q.append("'\\''");  // close, an escaped quote, reopen
-    else q.push_back(c);
+    if (c == '\'')
+      q.append("'\\''");  // close, an escaped quote, reopen
+    else
+      q.push_back(c);
   }
   q.push_back('\'');
   return q;
@@ -210,7 +217,8 @@ std::string replay_command(const Report& report, const StageId& id) {
 }
 
 std::string summary_line(const StatusCounts& c) {
-  return fmt::format("summary: {} passed, {} failed, {} skipped", c.passed, c.failed, c.missing + c.skipped + c.vacuous);
+  return fmt::format("summary: {} passed, {} failed, {} skipped", c.passed, c.failed,
+                     c.missing + c.skipped + c.vacuous);
 }
 
 std::string first_failure_line(const Report& report) {

@@ -8,19 +8,19 @@
 
 namespace dsv4::verify {
 
-std::string format_metric(double v);           // "3.906e-03"; "nan", "inf", "-inf"
-std::string format_value(double v);            // a tensor value, enough digits to tell neighbours apart
-std::string format_element(const ElementAt& e); // "@[0,3,17] (ref 0.5, got 0.50390625)"; "-" when none
-std::string format_ratio(double ratio);         // measured / allowed: "0.37", "1.8e+03", "inf"
-std::string stage_label(const Record& r);       // "L2 c0 attn/core"
+std::string format_metric(double v);             // "3.906e-03"; "nan", "inf", "-inf"
+std::string format_value(double v);              // a tensor value, enough digits to tell neighbours apart
+std::string format_element(const ElementAt& e);  // "@[0,3,17] (ref 0.5, got 0.50390625)"; "-" when none
+std::string format_ratio(double ratio);          // measured / allowed: "0.37", "1.8e+03", "inf"
+std::string stage_label(const Record& r);        // "L2 c0 attn/core"
 std::string stage_label(const StageId& id);
 
 // The metric cells of a compared record, in column order (empty for a record not compared).
 std::vector<std::string> metric_cells(const Record& r);
 
-// The rounding census of the comparison a record's verdict comes from (compare_rounded), in one cell: "rounding e2m1/b32/ue8m0:
-// 189 of 40960 differ, flips 189 (189 explained), 0 unexplained, ties 1210 (189 flipped), toward
-// zero 189 / away 0 (p 1.3e-57)"; "" for other records.
+// The rounding census of the comparison a record's verdict comes from (compare_rounded), in one cell: "rounding
+// e2m1/b32/ue8m0: 189 of 40960 differ, flips 189 (189 explained), 0 unexplained, ties 1210 (189 flipped), toward zero
+// 189 / away 0 (p 1.3e-57)"; "" for other records.
 std::string rounding_cell(const Record& r);
 
 // The worst row and token of a dense record: "row cos_diff 1.2e-05 @[0,3,1] nmse 2.4e-05 @[0,3,1]

@@ -1,9 +1,8 @@
 #pragma once
 // Test-only block quantizers with the bugs production kernels have shipped (docs/tolerances.md
-// "The mutations behind every row"): element rounding toward zero at ties or by truncation instead of to nearest even, a
-// UE8M0 scale rounded down instead of up, a wrong amax floor. With nearest_even, ceil and the
-// format's floor they are DeepSeek's quantizer, written independently of reference/numerics/ (the
-// tests check that they agree with it).
+// "The mutations behind every row"): element rounding toward zero at ties or by truncation instead of to nearest even,
+// a UE8M0 scale rounded down instead of up, a wrong amax floor. With nearest_even, ceil and the format's floor they are
+// DeepSeek's quantizer, written independently of reference/numerics/ (the tests check that they agree with it).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -17,7 +16,7 @@ namespace dsv4::verify::testing {
 enum class ElementRounding { nearest_even, ties_toward_zero, truncate };
 enum class ScaleRounding { ceil, floor };
 
-inline constexpr float kFp8AmaxFloor = 1e-4f;           // DeepSeek's act_quant
+inline constexpr float kFp8AmaxFloor = 1e-4f;             // DeepSeek's act_quant
 inline constexpr float kFp4AmaxFloor = 6.0f * 0x1p-126f;  // DeepSeek's fp4_act_quant
 
 inline double bf16(double x) { return ref::bf16_round(static_cast<float>(x)); }

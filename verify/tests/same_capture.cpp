@@ -20,7 +20,8 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
 
 template <typename M>
 bool same_matrix(const M& a, const M& b) {
-  return a.rows() == b.rows() && a.cols() == b.cols() && (a.size() == 0 || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
+  return a.rows() == b.rows() && a.cols() == b.cols() &&
+         (a.size() == 0 || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
 }
 
 void check_same_weights(const dsv4::ref::AttentionWeights& a, const dsv4::ref::AttentionWeights& b) {

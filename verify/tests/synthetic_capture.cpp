@@ -43,7 +43,8 @@ Tensor random_tensor(std::vector<int64_t> shape, std::mt19937_64& rng) {
 
 }  // namespace
 
-Capture synthetic_capture(const std::vector<int>& ratios, const std::vector<CallSpec>& calls, int batch, uint64_t seed) {
+Capture synthetic_capture(const std::vector<int>& ratios, const std::vector<CallSpec>& calls, int batch,
+                          uint64_t seed) {
   std::mt19937_64 rng(seed);
   Capture c;
   c.producer = "synthetic_capture (verify/tests)";
@@ -100,7 +101,8 @@ Capture synthetic_capture(const std::vector<int>& ratios, const std::vector<Call
 
 std::string temp_path(const std::string& stem) {
   static int counter = 0;
-  return (std::filesystem::temp_directory_path() / fmt::format("dsv4-{}-{}-{}.h5", stem, ::getpid(), counter++)).string();
+  return (std::filesystem::temp_directory_path() / fmt::format("dsv4-{}-{}-{}.h5", stem, ::getpid(), counter++))
+      .string();
 }
 
 TempFile::~TempFile() {

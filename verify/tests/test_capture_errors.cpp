@@ -10,11 +10,11 @@
 #include <fstream>
 #include <functional>
 
+#include "reference/stage_registry.h"
 #include "synthetic_capture.h"
 #include "verify/capture/config_attrs.h"
 #include "verify/capture/dataset_checks.h"
 #include "verify/capture/reader.h"
-#include "reference/stage_registry.h"
 #include "verify/capture/tensor_convert.h"
 #include "verify/capture/weight_names.h"
 #include "verify/capture/writer.h"
@@ -253,9 +253,8 @@ TEST_CASE("errors: layers and calls that are missing or misnumbered") {
   CHECK(e.object() == "/layers/0/calls");
   CHECK(e.expected() == "calls numbered 0..1");
   CHECK(e.found() == "calls 0, 2");
-  e = broken(csa(), [](hdf5::File& f) {
-    H5Lmove(f.id(), "layers/0", f.id(), "layers/70000", H5P_DEFAULT, H5P_DEFAULT);
-  });
+  e = broken(csa(),
+             [](hdf5::File& f) { H5Lmove(f.id(), "layers/0", f.id(), "layers/70000", H5P_DEFAULT, H5P_DEFAULT); });
   CHECK(e.object() == "/layers/70000");
   CHECK(e.expected() == "a layer index below 65536");
   e = broken(csa(), [](hdf5::File& f) { f.remove("layers/0/weights"); });
@@ -320,7 +319,8 @@ TEST_CASE("errors: weights and stages that the layer's ratio does not have") {
   });
   CHECK(e.object() == "/layers/0/weights/compressor/norm");
   CHECK(e.expected() ==
-        "no such dataset (weights/compressor/norm belongs to compress_ratio 4 or 128 only; this layer has compress_ratio 0)");
+        "no such dataset (weights/compressor/norm belongs to compress_ratio 4 or 128 only; this layer has "
+        "compress_ratio 0)");
   CHECK(e.found() == "a dataset");
 
   Capture hca = testing::synthetic_capture({128}, {{0, 4}}, 1, 11);
@@ -409,20 +409,26 @@ TEST_CASE("errors: wrong value types") {
 }
 
 TEST_CASE("errors: dtype and linear attributes") {
-  CaptureError e = broken(csa(), [](hdf5::File& f) { f.dataset("layers/0/calls/0/q").set_attribute("dtype", std::string("fp16")); });
+  CaptureError e =
+      broken(csa(), [](hdf5::File& f) { f.dataset("layers/0/calls/0/q").set_attribute("dtype", std::string("fp16")); });
   CHECK(e.object() == "/layers/0/calls/0/q: attribute 'dtype'");
   CHECK(e.expected() == "one of bfloat16, float32, float8_e4m3fn, float16, float64");
   CHECK(e.found() == "'fp16'");
-  e = broken(csa(), [](hdf5::File& f) { f.dataset("layers/0/calls/0/topk_idxs").set_attribute("dtype", std::string("float32")); });
+  e = broken(csa(), [](hdf5::File& f) {
+    f.dataset("layers/0/calls/0/topk_idxs").set_attribute("dtype", std::string("float32"));
+  });
   CHECK(e.expected() == "one of int32, int64");
-  e = broken(csa(), [](hdf5::File& f) { f.dataset("layers/0/weights/wq_b").set_attribute("linear", std::string("int8")); });
+  e = broken(csa(),
+             [](hdf5::File& f) { f.dataset("layers/0/weights/wq_b").set_attribute("linear", std::string("int8")); });
   CHECK(e.object() == "/layers/0/weights/wq_b: attribute 'linear'");
   CHECK(e.found() == "'int8'");
 
   // Absent linear attributes read as the spec's kinds.
   TempFile f("no-linear");
   write_capture(f.path, csa());
-  { hdf5::File::open(f.path, hdf5::File::Mode::read_write).dataset("layers/0/weights/wo_a").remove_attribute("linear"); }
+  {
+    hdf5::File::open(f.path, hdf5::File::Mode::read_write).dataset("layers/0/weights/wo_a").remove_attribute("linear");
+  }
   CHECK(read_capture(f.path).layers.at(0).weight_linear_kinds.at("wo_a") == "bf16");
 }
 
@@ -433,10 +439,10 @@ TEST_CASE("errors: NaN and infinities, allowed only as -inf in scores and state 
     const char* found;
   };
   // q [2,10,2,128]: flat element 3*256 + 5 of sequence 0 is token 3, head 0, dim 5.
-  for (const Poison& p : {Poison{"x", NAN, "nan at [0,3,5] (1 such value)"},
-                          Poison{"q", -INFINITY, "-inf at [0,3,0,5] (1 such value)"},
-                          Poison{"q_latent", INFINITY, "inf at [0,3,5] (1 such value)"},
-                          Poison{"cache/window_kv", NAN, "nan at [0,3,5] (1 such value)"}}) {
+  for (const Poison& p :
+       {Poison{"x", NAN, "nan at [0,3,5] (1 such value)"}, Poison{"q", -INFINITY, "-inf at [0,3,0,5] (1 such value)"},
+        Poison{"q_latent", INFINITY, "inf at [0,3,5] (1 such value)"},
+        Poison{"cache/window_kv", NAN, "nan at [0,3,5] (1 such value)"}}) {
     CAPTURE(p.stage);
     Capture c = csa();
     Tensor& t = call(c, 0).stages.at(p.stage);

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "reference/stage_registry.h"
 #include "synthetic_capture.h"
 #include "verify/capture/reader.h"
-#include "reference/stage_registry.h"
 #include "verify/capture/tensor_convert.h"
 #include "verify/capture/weight_names.h"
 
@@ -76,9 +76,8 @@ TEST_CASE("h5py capture: every attribute and value as the script wrote it") {
       if (!ref::in_scope(w.scope, layer.compress_ratio)) continue;
       const std::string name = "weights/" + std::string(w.name);
       CAPTURE(name);
-      visit_weight(layer.weights, w.name, [&](const auto& m) {
-        CHECK(weight_tensor(m).values == expected_values(name, m.size()));
-      });
+      visit_weight(layer.weights, w.name,
+                   [&](const auto& m) { CHECK(weight_tensor(m).values == expected_values(name, m.size())); });
       ++datasets;
     }
     CHECK(layer.weight_linear_kinds.at("wq_b") == "fp8");

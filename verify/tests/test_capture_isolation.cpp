@@ -98,7 +98,8 @@ TEST_CASE("capture codec: a cut stream, a corrupted count or an oversized tensor
   const uint64_t huge = uint64_t{1} << 40;
   std::memcpy(corrupted.data() + 4, &huge, sizeof huge);
   BufferSource in(corrupted);
-  CHECK_THROWS_WITH_AS(decode_capture(in, int64_t{1} << 30), doctest::Contains("exceeds the bound"), std::runtime_error);
+  CHECK_THROWS_WITH_AS(decode_capture(in, int64_t{1} << 30), doctest::Contains("exceeds the bound"),
+                       std::runtime_error);
   // Every tensor is larger than 10 elements.
   BufferSource small(whole);
   CHECK_THROWS_WITH_AS(decode_capture(small, 10), doctest::Contains("more than 10 elements"), std::runtime_error);
@@ -150,8 +151,9 @@ TEST_CASE("isolated read: a read past its time limit is stopped and reported") {
   const auto start = std::chrono::steady_clock::now();
   const CaptureError e = isolated_error(file, ReadLimits{.seconds = 0.01, .memory_bytes = int64_t{1} << 30});
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  CHECK(std::string(e.what()) == file + ": /: expected a read within 0.01 s (DSV4_READ_SECONDS sets the limit), "
-                                        "found a read still going after 0.01 s, stopped");
+  CHECK(std::string(e.what()) == file +
+                                     ": /: expected a read within 0.01 s (DSV4_READ_SECONDS sets the limit), "
+                                     "found a read still going after 0.01 s, stopped");
   CHECK(elapsed >= 0.01);
   CHECK(elapsed < 5);  // stopped, not waited for
 }
@@ -162,13 +164,16 @@ TEST_CASE("isolated read: a read that needs more memory than its limit ends in o
   write_capture(big.path, testing::synthetic_capture({0}, {{0, 64}}, 2, 8));
 #if defined(__SANITIZE_ADDRESS__)
   // A sanitizer build sets no address-space limit (isolated_read.cpp): the read goes through.
-  CHECK(read_capture_isolated(big.path, {}, ReadLimits{.seconds = 60, .memory_bytes = int64_t{1} << 20}).layers.size() == 1);
+  CHECK(
+      read_capture_isolated(big.path, {}, ReadLimits{.seconds = 60, .memory_bytes = int64_t{1} << 20}).layers.size() ==
+      1);
 #else
   const CaptureError e = isolated_error(big.path, ReadLimits{.seconds = 60, .memory_bytes = int64_t{1} << 20});
   // The first allocation past the limit fails: one of the reader's (std::bad_alloc, reported by
   // read_capture_isolated) or, depending on the allocator's layout, one of libhdf5's (its error).
-  const std::string ours = big.path + ": /: expected a read within 1 MiB of memory (DSV4_READ_MEMORY_MIB sets the "
-                                      "limit), found a read that needs more (out of memory)";
+  const std::string ours = big.path +
+                           ": /: expected a read within 1 MiB of memory (DSV4_READ_MEMORY_MIB sets the "
+                           "limit), found a read that needs more (out of memory)";
   const bool hdf5s = e.file() == big.path && e.found().find("memory allocation failed") != std::string::npos;
   CHECK_MESSAGE((std::string(e.what()) == ours || hdf5s), std::string(e.what()));
 #endif

@@ -45,7 +45,8 @@ TEST_CASE("round trip: an HCA layer whose calls complete entries; gzip-compresse
   hid_t plist = H5Dget_create_plist(file.dataset("layers/0/calls/0/q").id());
   CHECK(H5Pget_nfilters(plist) == 2);
   H5Pclose(plist);
-  CHECK(read_capture(f.path).layers.at(0).calls[1].stage("compressor/entries").shape == std::vector<int64_t>{1, 1, 128});
+  CHECK(read_capture(f.path).layers.at(0).calls[1].stage("compressor/entries").shape ==
+        std::vector<int64_t>{1, 1, 128});
 }
 
 TEST_CASE("round trip: the -inf of masked scores and empty state slots survive, as does -0.0") {

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "synthetic_capture.h"
 #include "reference/stage_registry.h"
+#include "synthetic_capture.h"
 #include "verify/capture/weight_names.h"
 
 using namespace dsv4::verify;
@@ -26,13 +26,32 @@ Shape weight_shape(const std::string& name, const dsv4::ref::ModelConfig& cfg, i
 }  // namespace
 
 TEST_CASE("stage table: exactly the datasets of capture-format.md, each once") {
-  const std::vector<std::string> spec{
-      "x", "q_latent", "q", "kv", "compressor/entries", "compressor/state_kv", "compressor/state_score",
-      "indexer/q", "indexer/weights", "indexer/compressor/entries", "indexer/compressor/state_kv",
-      "indexer/compressor/state_score", "indexer/scores", "indexer/topk", "topk_idxs", "attn/core",
-      "attn/out_heads", "attn/wo_a", "out", "cache/window_kv", "cache/compressed_kv", "cache/indexer_kv",
-      "cache/compressor_state_kv", "cache/compressor_state_score", "cache/indexer_compressor_state_kv",
-      "cache/indexer_compressor_state_score"};
+  const std::vector<std::string> spec{"x",
+                                      "q_latent",
+                                      "q",
+                                      "kv",
+                                      "compressor/entries",
+                                      "compressor/state_kv",
+                                      "compressor/state_score",
+                                      "indexer/q",
+                                      "indexer/weights",
+                                      "indexer/compressor/entries",
+                                      "indexer/compressor/state_kv",
+                                      "indexer/compressor/state_score",
+                                      "indexer/scores",
+                                      "indexer/topk",
+                                      "topk_idxs",
+                                      "attn/core",
+                                      "attn/out_heads",
+                                      "attn/wo_a",
+                                      "out",
+                                      "cache/window_kv",
+                                      "cache/compressed_kv",
+                                      "cache/indexer_kv",
+                                      "cache/compressor_state_kv",
+                                      "cache/compressor_state_score",
+                                      "cache/indexer_compressor_state_kv",
+                                      "cache/indexer_compressor_state_score"};
   std::vector<std::string> table;
   for (const ref::StageDef& s : ref::stages()) table.emplace_back(s.name);
   CHECK(table == spec);
@@ -42,8 +61,9 @@ TEST_CASE("stage table: exactly the datasets of capture-format.md, each once") {
     if (s.values == ref::StageValues::finite_or_minus_inf) minus_inf.emplace_back(s.name);
   }
   CHECK(index == std::vector<std::string>{"indexer/topk", "topk_idxs"});
-  CHECK(minus_inf == std::vector<std::string>{"compressor/state_score", "indexer/compressor/state_score", "indexer/scores",
-                                              "cache/compressor_state_score", "cache/indexer_compressor_state_score"});
+  CHECK(minus_inf == std::vector<std::string>{"compressor/state_score", "indexer/compressor/state_score",
+                                              "indexer/scores", "cache/compressor_state_score",
+                                              "cache/indexer_compressor_state_score"});
   CHECK(ref::is_stage_group("indexer"));
   CHECK(ref::is_stage_group("indexer/compressor"));
   CHECK(ref::is_stage_group("cache"));
@@ -55,12 +75,24 @@ TEST_CASE("stage table: exactly the datasets of capture-format.md, each once") {
 TEST_CASE("weight table: the 18 weights of capture-format.md with spec 2.1's linear kinds") {
   std::vector<std::pair<std::string, std::string>> table;
   for (const WeightName& w : weight_names()) table.emplace_back(w.name, w.linear);
-  const std::vector<std::pair<std::string, std::string>> spec{
-      {"wq_a", "fp8"}, {"q_norm", ""}, {"wq_b", "fp8"}, {"wkv", "fp8"}, {"kv_norm", ""}, {"attn_sink", ""},
-      {"wo_a", "bf16"}, {"wo_b", "fp8"}, {"compressor/wkv", "fp32"}, {"compressor/wgate", "fp32"},
-      {"compressor/ape", ""}, {"compressor/norm", ""}, {"indexer/wq_b", "fp8"}, {"indexer/weights_proj", "bf16"},
-      {"indexer/compressor/wkv", "fp32"}, {"indexer/compressor/wgate", "fp32"}, {"indexer/compressor/ape", ""},
-      {"indexer/compressor/norm", ""}};
+  const std::vector<std::pair<std::string, std::string>> spec{{"wq_a", "fp8"},
+                                                              {"q_norm", ""},
+                                                              {"wq_b", "fp8"},
+                                                              {"wkv", "fp8"},
+                                                              {"kv_norm", ""},
+                                                              {"attn_sink", ""},
+                                                              {"wo_a", "bf16"},
+                                                              {"wo_b", "fp8"},
+                                                              {"compressor/wkv", "fp32"},
+                                                              {"compressor/wgate", "fp32"},
+                                                              {"compressor/ape", ""},
+                                                              {"compressor/norm", ""},
+                                                              {"indexer/wq_b", "fp8"},
+                                                              {"indexer/weights_proj", "bf16"},
+                                                              {"indexer/compressor/wkv", "fp32"},
+                                                              {"indexer/compressor/wgate", "fp32"},
+                                                              {"indexer/compressor/ape", ""},
+                                                              {"indexer/compressor/norm", ""}};
   CHECK(table == spec);
 }
 

@@ -3,10 +3,10 @@
 // usage errors, help on every subcommand, synth reproducing the committed fixtures, and the
 // replay of the DeepSeek capture (docs/deepseek-capture.md) in both modes.
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 
@@ -122,7 +122,8 @@ TEST_CASE("bad input exits 2 with one line naming the dataset and writes no repo
 
   const Run i = run({"inspect", broken.string()});
   CHECK(i.status == 2);
-  CHECK(i.err.find("/layers/0/calls/1/q: expected shape [b,s,H,d] = [2,1,4,128], found [2,1,4,64]") != std::string::npos);
+  CHECK(i.err.find("/layers/0/calls/1/q: expected shape [b,s,H,d] = [2,1,4,128], found [2,1,4,64]") !=
+        std::string::npos);
   CHECK(std::count(i.err.begin(), i.err.end(), '\n') == 1);
 
   const Run r = run({"replay", broken.string(), "--json", report.string(), "--markdown", markdown.string()});
@@ -172,8 +173,10 @@ TEST_CASE("usage errors exit 2 and help exits 0 on every subcommand") {
 
 TEST_CASE("the cuda backend either runs or exits 2 saying it is not available") {
   const Run r = run({"replay", kSynthR4.string(), "--backend", "cuda", "--call", "0"});
-  if (r.status == 2) CHECK(r.err.find("cuda backend not built / no GPU") != std::string::npos);
-  else CHECK(r.status == 0);
+  if (r.status == 2)
+    CHECK(r.err.find("cuda backend not built / no GPU") != std::string::npos);
+  else
+    CHECK(r.status == 0);
 }
 
 TEST_CASE("progress lines go to stderr only when asked") {
@@ -273,7 +276,8 @@ TEST_CASE("the DeepSeek official capture passes every stage in both modes") {
   CHECK(jc["summary"]["vacuous"] == 14);
   double out_heads_distance = 0;
   for (const json& rec : jc["records"])
-    if (rec["stage"] == "attn/out_heads") out_heads_distance = std::max(out_heads_distance, rec["metrics"]["max_abs"].get<double>());
+    if (rec["stage"] == "attn/out_heads")
+      out_heads_distance = std::max(out_heads_distance, rec["metrics"]["max_abs"].get<double>());
   CHECK(out_heads_distance > 0);
 }
 
@@ -291,13 +295,13 @@ TEST_CASE("the console prints one line per stage and the command that replays ex
   CHECK(stage_lines == 18);
   CHECK(r.out.find("FAIL  attn/core") != std::string::npos);
   CHECK(r.out.find("vacuous in every call") == std::string::npos);  // entries complete in some calls
-  const std::string replay_it = "    replay it: dsv4-verify replay " + bad.string() +
-                                " --mode chained --layer 0 --call 3 --stage attn/core\n";
+  const std::string replay_it =
+      "    replay it: dsv4-verify replay " + bad.string() + " --mode chained --layer 0 --call 3 --stage attn/core\n";
   REQUIRE(r.out.find(replay_it) != std::string::npos);
 
   // That command replays that record alone, with the same verdict.
-  const Run one = run({"replay", bad.string(), "--mode", "chained", "--layer", "0", "--call", "3", "--stage", "attn/core",
-                       "--json", (dir.path() / "one.json").string()});
+  const Run one = run({"replay", bad.string(), "--mode", "chained", "--layer", "0", "--call", "3", "--stage",
+                       "attn/core", "--json", (dir.path() / "one.json").string()});
   CHECK(one.status == 1);
   const json j = read_json(dir.path() / "one.json");
   REQUIRE(j["records"].size() == 1);

@@ -45,9 +45,9 @@ TEST_CASE("dense: max_abs and max_rel name their coordinate in a 3-D shape, with
   const std::vector<int64_t> shape{2, 3, 4};
   std::vector<double> ref(24), got(24);
   for (int i = 0; i < 24; ++i) ref[i] = got[i] = 0.5 * i;
-  got[23] += 0.25;    // [1,2,3]: the largest absolute error, relative 0.25/11.5
-  got[6] += 0.125;    // [0,1,2]: relative 0.125/3, the largest relative error
-  got[0] += 0.0625;   // [0,0,0]: ref 0, so no relative error; judged by atol only
+  got[23] += 0.25;   // [1,2,3]: the largest absolute error, relative 0.25/11.5
+  got[6] += 0.125;   // [0,1,2]: relative 0.125/3, the largest relative error
+  got[0] += 0.0625;  // [0,0,0]: ref 0, so no relative error; judged by atol only
   const DenseMetrics m = compare_dense(ref, got, shape, tol(1.0, 0.0));
   CHECK(m.n == 24);
   CHECK(m.max_abs == 0.25);
@@ -165,8 +165,7 @@ TEST_CASE("dense: the minimum rtol is found when it is far from the first estima
   const double one_up = 1.0 + 0x1p-52;
   DenseMetrics m = compare1d({1e-20}, {1e-20 + one_up}, tol(1.0, 0));
   CHECK(compare1d({1e-20}, {1e-20 + one_up}, tol(0, m.min_rtol_to_pass)).status == Status::pass);
-  CHECK(compare1d({1e-20}, {1e-20 + one_up}, tol(0, std::nextafter(m.min_rtol_to_pass, 0.0))).status ==
-        Status::fail);
+  CHECK(compare1d({1e-20}, {1e-20 + one_up}, tol(0, std::nextafter(m.min_rtol_to_pass, 0.0))).status == Status::fail);
   // atol alone is the difference itself, exactly: 1.5 + 2^-52 - 0.5 = 1 + 2^-52.
   const double got = 1.5 + 0x1p-52;
   m = compare1d({0.5}, {got}, tol(0, 2.0));
@@ -247,9 +246,9 @@ TEST_CASE("dense: cos_diff and nmse gates apply when the row sets them") {
   t.max_cos_diff = 0.03;    // cos_diff is 0.04
   DenseMetrics m = compare1d({3, 4}, {4, 3}, t);
   CHECK(m.failed_gates == std::vector<std::string>{"cos_diff"});
-  t.max_cos_diff = 0.04;    // the limit is inclusive; 2/50 rounds to the double nearest 0.04
+  t.max_cos_diff = 0.04;  // the limit is inclusive; 2/50 rounds to the double nearest 0.04
   CHECK(compare1d({3, 4}, {4, 3}, t).status == Status::pass);
-  t.max_nmse = 0.07;        // nmse is 0.08
+  t.max_nmse = 0.07;  // nmse is 0.08
   CHECK(compare1d({3, 4}, {4, 3}, t).failed_gates == std::vector<std::string>{"nmse"});
 }
 
@@ -257,9 +256,9 @@ TEST_CASE("dense masked: rows outside the mask are not compared and coordinates 
   // shape [2,2,3]: 4 rows of 3. Rows 1 and 3 are don't-care and hold garbage.
   const std::vector<int64_t> shape{2, 2, 3};
   std::vector<double> ref(12, 1.0), got(12, 1.0);
-  got[3] = kNaN;     // row 1
-  got[10] = 100.0;   // row 3
-  got[8] = 1.5;      // row 2, element [1,0,2]: compared
+  got[3] = kNaN;    // row 1
+  got[10] = 100.0;  // row 3
+  got[8] = 1.5;     // row 2, element [1,0,2]: compared
   const std::vector<uint8_t> mask{1, 0, 1, 0};
   const DenseMetrics m = compare_dense_masked(ref, got, shape, mask, tol(0, 0.25));
   CHECK(m.n == 6);
@@ -331,8 +330,7 @@ TEST_CASE("index sets: a near-tie counts only inside the score tolerance, with t
   // |0.498 - 0.5| = 0.002 <= 2^-7 * 0.5 = 0.0039: inside one bf16 ulp of the threshold.
   CHECK(compare_index_sets(rows_of(ref, 1), rows_of(got, 1), scores_of(scores, 1), {0, 1.0 / 128}, 128).status ==
         Status::pass);
-  CHECK(compare_index_sets(rows_of(ref, 1), rows_of(got, 1), scores_of(scores, 1), {0, 0}, 128).status ==
-        Status::fail);
+  CHECK(compare_index_sets(rows_of(ref, 1), rows_of(got, 1), scores_of(scores, 1), {0, 0}, 128).status == Status::fail);
   // Indices below the offset (window entries of topk_idxs) have no score and must match exactly.
   const std::vector<int64_t> ref_w{5, 128}, got_w{6, 128};
   const IndexSetMetrics m =
@@ -387,7 +385,7 @@ TEST_CASE("dense: per-row and per-token metrics name the worst group, and the wo
   std::vector<double> ref(384), got(384);
   for (int i = 0; i < 384; ++i) ref[i] = got[i] = 1.0 + 0.25 * (i % 4);
   for (int i = 320; i < 384; ++i) got[i] = 1.5 * ref[i];
-  Tolerance t = tol(10, 0);     // every element passes the elementwise rule
+  Tolerance t = tol(10, 0);  // every element passes the elementwise rule
   t.max_cos_diff = 0.02;
   DenseMetrics m = compare_dense(ref, got, shape, t);
   // The row's cos_diff: sum (0.5 r)^2 / sum (r^2 + 2.25 r^2) = 0.25 / 3.25 = 1/13.

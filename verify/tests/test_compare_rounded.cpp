@@ -77,7 +77,7 @@ const float kFp8Floor = testing::kFp8AmaxFloor, kFp4Floor = testing::kFp4AmaxFlo
 
 TEST_CASE("grid: bf16 and block grids round to nearest even and know their ties") {
   const Grid b = Grid::bf16();
-  CHECK(b.round(1 + 0x1p-8) == 1.0);                      // a tie, to the even neighbour
+  CHECK(b.round(1 + 0x1p-8) == 1.0);  // a tie, to the even neighbour
   CHECK(b.round(1 + 0x1p-8 + 0x1p-12) == 1 + 0x1p-7);
   CHECK(b.is_tie(1 + 0x1p-8));
   CHECK_FALSE(b.is_tie(1 + 0x1p-8 + 0x1p-12));
@@ -92,10 +92,10 @@ TEST_CASE("grid: bf16 and block grids round to nearest even and know their ties"
   CHECK(fp4.round(1.75 * 0.25) == 2.0 * 0.25);
   CHECK(fp4.round(2.5 * 0.25) == 2.0 * 0.25);
   CHECK(fp4.round(5 * 0.25) == 4.0 * 0.25);
-  CHECK(fp4.round(100.0) == 1.5);                          // saturates at 6 * scale
+  CHECK(fp4.round(100.0) == 1.5);  // saturates at 6 * scale
   for (double tie : {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0}) CHECK(fp4.is_tie(tie * 0.25));
   for (double no : {0.5, 1.0, 2.0, 3.0, 6.0, 0.3}) CHECK_FALSE(fp4.is_tie(no * 0.25));
-  CHECK(fp4.contains(0.375));      // 1.5 * 0.25
+  CHECK(fp4.contains(0.375));        // 1.5 * 0.25
   CHECK_FALSE(fp4.contains(0.625));  // 2.5 * 0.25: not an e2m1 value
   CHECK(fp4.ordinal(6 * 0.25) == 7);
   CHECK(fp4.ordinal(-0.5 * 0.25) == -1);
@@ -104,8 +104,8 @@ TEST_CASE("grid: bf16 and block grids round to nearest even and know their ties"
   CHECK(fp8.round(17.0) == 16.0);  // spacing 2 in [16, 32): a tie to even (16 = 8 * 2)
   CHECK(fp8.round(19.0) == 20.0);
   CHECK(fp8.is_tie(17.0));
-  CHECK(fp8.is_tie(31.0));         // between 30 and 32, the top of the binade
-  CHECK(fp8.is_tie(0x1p-10));      // half the smallest subnormal
+  CHECK(fp8.is_tie(31.0));     // between 30 and 32, the top of the binade
+  CHECK(fp8.is_tie(0x1p-10));  // half the smallest subnormal
   CHECK_FALSE(fp8.is_tie(18.0));
   CHECK(fp8.ordinal(448.0) == 0x7e);
 }
@@ -197,8 +197,8 @@ TEST_CASE("rounded bf16: every value one step high fails on its direction even w
   CHECK(m.rounding->bias_share > kFlipBiasMaxMinorityShare);
   // With the tight bound a correct stage-local producer has, the same shift is unexplained.
   const Tolerance tight = bounded(0, 0, 0x1p-12);
-  CHECK(compare_rounded(ref, high, shape, RoundedReference{pre, RoundingFormat::bf16(), {}}, tight).rounding->unexplained >
-        200);
+  CHECK(compare_rounded(ref, high, shape, RoundedReference{pre, RoundingFormat::bf16(), {}}, tight)
+            .rounding->unexplained > 200);
 }
 
 TEST_CASE("rounded FP8 blocks: truncation, skipped quantization and UE8M0 floor fail; in-bound flips pass") {
@@ -283,8 +283,10 @@ TEST_CASE("rounded FP8 blocks: a block amax within the bound of a power-of-two b
   pre[5] = 28.125;
   moved[5] = 28;
   pre[7] = moved[7] = 3 * 0x1p-13;
-  const std::vector<double> ref = quantize_block(ref::Element::e4m3, pre, ElementRounding::nearest_even, false, kFp8Floor);
-  const std::vector<double> got = quantize_block(ref::Element::e4m3, moved, ElementRounding::nearest_even, false, kFp8Floor);
+  const std::vector<double> ref =
+      quantize_block(ref::Element::e4m3, pre, ElementRounding::nearest_even, false, kFp8Floor);
+  const std::vector<double> got =
+      quantize_block(ref::Element::e4m3, moved, ElementRounding::nearest_even, false, kFp8Floor);
   CHECK(ref != got);
   const std::vector<int64_t> shape{1, 64};
   const RoundingFormat format = RoundingFormat::blocks(ref::BlockFormat::fp8_kv(), 64);
@@ -314,9 +316,12 @@ TEST_CASE("rounded FP4 blocks: ties toward zero, a wrong amax floor, UE8M0 floor
   const double ties[] = {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0};
   for (size_t i = 0; i < pre.size(); ++i) {
     const double sign = lcg.uniform() < 0.5 ? -1 : 1;
-    if (i % 32 == 0) pre[i] = sign * 1.5;
-    else if (lcg.uniform() < 0.3) pre[i] = sign * 0.25 * ties[static_cast<int>(lcg.uniform() * 7)];
-    else pre[i] = bf16(0.5 * lcg.normal());
+    if (i % 32 == 0)
+      pre[i] = sign * 1.5;
+    else if (lcg.uniform() < 0.3)
+      pre[i] = sign * 0.25 * ties[static_cast<int>(lcg.uniform() * 7)];
+    else
+      pre[i] = bf16(0.5 * lcg.normal());
     if (i >= 23 * 128) pre[i] = bf16(pre[i] * 1e-5 / 1.5);
   }
   auto quantized = [&](ElementRounding mode, bool floor_scale, float amax_floor) {
@@ -377,8 +382,10 @@ TEST_CASE("check_quantizer: the tested quantizer on its own input, bitwise") {
   std::vector<double> good(64), bad(64);
   for (int b = 0; b < 2; ++b) {
     const std::vector<double> block(pre.begin() + b * 32, pre.begin() + (b + 1) * 32);
-    const std::vector<double> g = quantize_block(ref::Element::e2m1, block, ElementRounding::nearest_even, false, kFp4Floor);
-    const std::vector<double> z = quantize_block(ref::Element::e2m1, block, ElementRounding::ties_toward_zero, false, kFp4Floor);
+    const std::vector<double> g =
+        quantize_block(ref::Element::e2m1, block, ElementRounding::nearest_even, false, kFp4Floor);
+    const std::vector<double> z =
+        quantize_block(ref::Element::e2m1, block, ElementRounding::ties_toward_zero, false, kFp4Floor);
     std::copy(g.begin(), g.end(), good.begin() + b * 32);
     std::copy(z.begin(), z.end(), bad.begin() + b * 32);
   }
@@ -423,16 +430,17 @@ TEST_CASE("rounded: refused inputs, NaN and empty tensors") {
   // Nothing to compare: VACUOUS.
   const std::vector<int64_t> empty{0, 128};
   const std::vector<double> none;
-  CHECK(compare_rounded(none, none, empty, RoundedReference{none, RoundingFormat::bf16(), {}}, bounded(0, 0, 0)).status ==
-        Status::vacuous);
+  CHECK(
+      compare_rounded(none, none, empty, RoundedReference{none, RoundingFormat::bf16(), {}}, bounded(0, 0, 0)).status ==
+      Status::vacuous);
 }
 
 TEST_CASE("rounded: a per-element bound replaces the table's") {
   const double p = 1 + 0x1p-8 + 0x1p-12;
   const std::vector<double> pre{p, p}, ref{1 + 0x1p-7, 1 + 0x1p-7}, got{1.0, 1.0}, bound{0x1p-11, 0x1p-13};
   const std::vector<int64_t> shape{2};
-  const DenseMetrics m = compare_rounded(ref, got, shape, RoundedReference{pre, RoundingFormat::bf16(), bound},
-                                         bounded(0, 0, 0));
+  const DenseMetrics m =
+      compare_rounded(ref, got, shape, RoundedReference{pre, RoundingFormat::bf16(), bound}, bounded(0, 0, 0));
   CHECK(m.rounding->flips_explained == 1);
   CHECK(m.rounding->unexplained == 1);
   CHECK(m.rounding->first_unexplained.coord == std::vector<int64_t>{1});

@@ -125,19 +125,43 @@ void check_pins(const std::string& file, const std::map<std::string, Pin>& pins)
 }  // namespace
 
 TEST_CASE("the tiny DeepSeek capture (p37, 5 decodes) is pinned stage by stage") {
-  check_pins("deepseek-official-tiny-p37-d5.h5",
-             {{"q_latent", {1}}, {"q", {1}}, {"kv", {0}}, {"compressor/entries", {1}}, {"compressor/state_kv", {5801}},
-              {"compressor/state_score", {4665}}, {"indexer/q", {0}}, {"indexer/weights", {0}},
-              {"indexer/compressor/entries", {0}}, {"indexer/compressor/state_kv", {1568}},
-              {"indexer/compressor/state_score", {1336}}, {"indexer/scores", {0}}, {"indexer/topk", {0}},
-              {"topk_idxs", {0}}, {"attn/core", {2}}, {"attn/out_heads", {0}}, {"attn/wo_a", {2}}, {"out", {0}}});
+  check_pins("deepseek-official-tiny-p37-d5.h5", {{"q_latent", {1}},
+                                                  {"q", {1}},
+                                                  {"kv", {0}},
+                                                  {"compressor/entries", {1}},
+                                                  {"compressor/state_kv", {5801}},
+                                                  {"compressor/state_score", {4665}},
+                                                  {"indexer/q", {0}},
+                                                  {"indexer/weights", {0}},
+                                                  {"indexer/compressor/entries", {0}},
+                                                  {"indexer/compressor/state_kv", {1568}},
+                                                  {"indexer/compressor/state_score", {1336}},
+                                                  {"indexer/scores", {0}},
+                                                  {"indexer/topk", {0}},
+                                                  {"topk_idxs", {0}},
+                                                  {"attn/core", {2}},
+                                                  {"attn/out_heads", {0}},
+                                                  {"attn/wo_a", {2}},
+                                                  {"out", {0}}});
 }
 
 TEST_CASE("the alias-free DeepSeek capture (p260, 3 decodes, window 128, top-24) is pinned stage by stage") {
-  check_pins("deepseek-official-af-p260-d3.h5",
-             {{"q_latent", {1}}, {"q", {2}}, {"kv", {0}}, {"compressor/entries", {1}}, {"compressor/state_kv", {1001}},
-              {"compressor/state_score", {891}}, {"indexer/q", {0}}, {"indexer/weights", {0}},
-              {"indexer/compressor/entries", {0}}, {"indexer/compressor/state_kv", {655}},
-              {"indexer/compressor/state_score", {618}}, {"indexer/scores", {0}}, {"indexer/topk", {0}},
-              {"topk_idxs", {0}}, {"attn/core", {270}}, {"attn/out_heads", {2}}, {"attn/wo_a", {49}}, {"out", {0}}});
+  check_pins("deepseek-official-af-p260-d3.h5", {{"q_latent", {1}},
+                                                 {"q", {2}},
+                                                 {"kv", {0}},
+                                                 {"compressor/entries", {1}},
+                                                 {"compressor/state_kv", {1001}},
+                                                 {"compressor/state_score", {891}},
+                                                 {"indexer/q", {0}},
+                                                 {"indexer/weights", {0}},
+                                                 {"indexer/compressor/entries", {0}},
+                                                 {"indexer/compressor/state_kv", {655}},
+                                                 {"indexer/compressor/state_score", {618}},
+                                                 {"indexer/scores", {0}},
+                                                 {"indexer/topk", {0}},
+                                                 {"topk_idxs", {0}},
+                                                 {"attn/core", {270}},
+                                                 {"attn/out_heads", {2}},
+                                                 {"attn/wo_a", {49}},
+                                                 {"out", {0}}});
 }

@@ -84,9 +84,9 @@ TEST_CASE("hdf5: attributes: integers, floats, and strings of both HDF5 kinds") 
     g.set_attribute("s", std::string("héllo"));  // variable-length UTF-8, as h5py writes str
     g.set_attribute("s", std::string("replaced"));
     // Fixed-length strings, as numpy bytes give: NUL-padded and space-padded.
-    for (auto [name, pad, text] : {std::tuple{"fixed_null", H5T_STR_NULLPAD, "abc\0\0\0"},
-                                   std::tuple{"fixed_term", H5T_STR_NULLTERM, "abcde\0"},
-                                   std::tuple{"fixed_space", H5T_STR_SPACEPAD, "ab c  "}}) {
+    for (auto [name, pad, text] :
+         {std::tuple{"fixed_null", H5T_STR_NULLPAD, "abc\0\0\0"}, std::tuple{"fixed_term", H5T_STR_NULLTERM, "abcde\0"},
+          std::tuple{"fixed_space", H5T_STR_SPACEPAD, "ab c  "}}) {
       hid_t type = H5Tcopy(H5T_C_S1);
       H5Tset_size(type, 6);
       H5Tset_strpad(type, pad);

@@ -73,14 +73,16 @@ Report replay(const Capture& c, ReplayMode mode, bool diagnose) {
 }
 
 // The first (layer, call) where the mutated capture's dataset of the stage differs from the clean one.
-std::optional<std::pair<int, int>> first_difference(const Capture& clean, const Capture& mutated, const std::string& stage) {
+std::optional<std::pair<int, int>> first_difference(const Capture& clean, const Capture& mutated,
+                                                    const std::string& stage) {
   for (const auto& [index, layer] : clean.layers)
     for (const CallCapture& call : layer.calls) {
       if (!call.has(stage)) continue;
       const Tensor& a = call.stage(stage);
       const Tensor& b = mutated.layers.at(index).calls.at(call.index).stage(stage);
       for (size_t i = 0; i < a.values.size(); ++i)
-        if (std::bit_cast<uint64_t>(a.values[i]) != std::bit_cast<uint64_t>(b.values[i])) return std::pair{index, call.index};
+        if (std::bit_cast<uint64_t>(a.values[i]) != std::bit_cast<uint64_t>(b.values[i]))
+          return std::pair{index, call.index};
     }
   return std::nullopt;
 }
@@ -164,13 +166,13 @@ TEST_CASE("mutations: the clean capture (every ratio, pre-quantization datasets)
 // their stage on the quantizer's own input (docs/tolerances.md "Which bug fails where"). A few run
 // in every suite (the sanitizer build too); the rest carry the label "slow" (the Release CI runs
 // them, the sanitizer build does not: about 3 s each).
-#define MUTATION_CASE(DIMS, NAME, WHAT, EDGES)                                                        \
+#define MUTATION_CASE(DIMS, NAME, WHAT, EDGES)                                                                  \
   TEST_CASE("mutation " NAME " (" WHAT ") is diagnosed as itself and fails first at its stage in both modes") { \
-    check_mutation(DIMS, NAME, EDGES);                                                                \
+    check_mutation(DIMS, NAME, EDGES);                                                                          \
   }
-#define UNSEEN_BF16_CASE(DIMS, NAME, WHAT)                                                                      \
+#define UNSEEN_BF16_CASE(DIMS, NAME, WHAT)                                                                     \
   TEST_CASE("mutation " NAME " (" WHAT ") passes a bf16 stage's gates by design and is named by --diagnose") { \
-    check_passes_but_diagnosed(DIMS, NAME);                                                                     \
+    check_passes_but_diagnosed(DIMS, NAME);                                                                    \
   }
 
 MUTATION_CASE(kTiny, "kv:round-toward-zero", "FP8 truncation", false)
@@ -223,7 +225,8 @@ TEST_SUITE("slow") {
       CHECK(replay(clean, mode, true).counts().failed == 0);
   }
   MUTATION_CASE(kFlash, "indexer/q:ties-toward-zero", "FP4 ties toward zero at Flash dims", false)
-  MUTATION_CASE(kFlash, "attn/core:softmax-scale-nope-dim", "softmax scale from the wrong head dim at Flash dims", false)
+  MUTATION_CASE(kFlash, "attn/core:softmax-scale-nope-dim", "softmax scale from the wrong head dim at Flash dims",
+                false)
   UNSEEN_BF16_CASE(kFlash, "attn/core:probs-fp32", "probabilities not rounded to bf16 at Flash dims")
   MUTATION_CASE(kFlash, "attn/core:sink-dropped", "sink dropped at Flash dims", false)
 }

@@ -4,7 +4,6 @@
 // must leave them unchanged bit for bit; a deliberate change of the oracle's numerics regenerates
 // the file (DSV4_WRITE_DIGESTS=1) and says why in its commit.
 #include <doctest/doctest.h>
-
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -49,7 +48,8 @@ std::map<std::string, std::string> digests_of(const std::string& path) {
           Fnv1a h;
           for (const ref::Mat& m : value.dense) h.add(m.data(), sizeof(double) * static_cast<size_t>(m.size()));
           for (const ref::IndexMat& m : value.indices) h.add(m.data(), sizeof(int32_t) * static_cast<size_t>(m.size()));
-          out[fmt::format("{} {} {} {} {}", name, to_string(mode), index, call.index, stage)] = fmt::format("{:016x}", h.h);
+          out[fmt::format("{} {} {} {} {}", name, to_string(mode), index, call.index, stage)] =
+              fmt::format("{:016x}", h.h);
         }
       }
     }

@@ -90,7 +90,8 @@ TEST_CASE("pre-quantization: write, read back bit for bit; a wrong shape or rati
   CHECK(back.notes.empty());
   for (const auto& [index, layer] : c.layers)
     for (const CallCapture& call : layer.calls)
-      for (const auto& [name, t] : call.stages) CHECK(same_values(t, back.layers.at(index).calls.at(call.index).stage(name)));
+      for (const auto& [name, t] : call.stages)
+        CHECK(same_values(t, back.layers.at(index).calls.at(call.index).stage(name)));
 
   Capture bad = c;
   Tensor& t = bad.layers.at(1).calls.at(0).stages.at("pre_quant/indexer/q");

@@ -196,8 +196,8 @@ TEST_CASE("precision report: official against exact, checked against the two pol
         doctest::Approx(brute_nmse(field(exact, &ref::StageOutputs::out), field(official, &ref::StageOutputs::out)))
             .epsilon(1e-12));
   CHECK(off.stage("attn/core").error.nmse() ==
-        doctest::Approx(brute_nmse(field(exact, &ref::StageOutputs::attn_core),
-                                   field(official, &ref::StageOutputs::attn_core)))
+        doctest::Approx(
+            brute_nmse(field(exact, &ref::StageOutputs::attn_core), field(official, &ref::StageOutputs::attn_core)))
             .epsilon(1e-12));
   for (const StageError& s : off.stages) {
     INFO(s.stage);
@@ -246,7 +246,8 @@ TEST_CASE("precision report JSON: a policies list with name, settings, per-stage
   CHECK(off["settings"]["indexer_qk"] == "e2m1/b32/ue8m0");
   CHECK(off["differences_from_official"] == "none");
   CHECK(j["policies"][0]["settings"]["kv_nope"].is_null());
-  CHECK(j["policies"][0]["differences_from_official"].get<std::string>().find("activations=fp64 (official: bf16)") == 0);
+  CHECK(j["policies"][0]["differences_from_official"].get<std::string>().find("activations=fp64 (official: bf16)") ==
+        0);
   const nlohmann::json& layer = off["layers"][0];
   CHECK(layer["compress_ratio"] == 4);
   CHECK(layer["stages"].size() == 12);
@@ -283,7 +284,8 @@ TEST_CASE("precision report: the output error by position bucket is the error of
     auto cache = ref::make_ring_cache(input.config, 4, o.batch);
     std::vector<std::vector<ref::Mat>> out(static_cast<size_t>(o.batch));  // per sequence, per call
     for (const CallCapture& call : lc.calls) {
-      const std::vector<ref::StageOutputs> got = attention.forward_batch(to_mats(call.stage("x")), call.start_pos, *cache);
+      const std::vector<ref::StageOutputs> got =
+          attention.forward_batch(to_mats(call.stage("x")), call.start_pos, *cache);
       for (size_t b = 0; b < got.size(); ++b) out[b].push_back(got[b].out);
     }
     return out;

@@ -2,10 +2,10 @@
 // (the input kind, producer and weights' origin stated), exit 2 naming an unknown policy, and
 // report files whole or absent when a run fails (nothing written, an existing report untouched).
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "verify/capture/writer.h"
@@ -65,7 +65,8 @@ std::vector<std::string> with(std::vector<std::string> a, const std::vector<std:
 TEST_CASE("precision-report --synth: JSON and Markdown with the input kind and random weights") {
   testing::ScratchDir dir("precision_cli_synth");
   const fs::path j = dir.path() / "r.json", md = dir.path() / "r.md";
-  const Run r = run(with(kSmallSynth, {"--policies", "exact,official", "--json", j.string(), "--markdown", md.string()}));
+  const Run r =
+      run(with(kSmallSynth, {"--policies", "exact,official", "--json", j.string(), "--markdown", md.string()}));
   INFO(r.err);
   REQUIRE(r.status == 0);
   const json report = read_json(j);
@@ -138,8 +139,8 @@ TEST_CASE("precision-report: a report that cannot be written whole leaves every 
   }
   SUBCASE("the Markdown target is a folder") {
     fs::create_directory(dir.path() / "md");
-    const Run r = run(with(kSmallSynth, {"--policies", "official", "--json", j.string(), "--markdown",
-                                         (dir.path() / "md").string()}));
+    const Run r = run(with(
+        kSmallSynth, {"--policies", "official", "--json", j.string(), "--markdown", (dir.path() / "md").string()}));
     CHECK(r.status == 2);
   }
   SUBCASE("the capture cannot be read") {
@@ -182,7 +183,7 @@ TEST_CASE("precision-report: usage errors exit 2") {
   const fs::path j = dir.path() / "r.json";
   CHECK(run({"--json", j.string()}).status == 2);  // neither FILE nor --synth
   CHECK(run({"x.h5", "--synth", "tiny", "--json", j.string()}).status == 2);
-  CHECK(run({"--synth", "tiny"}).status == 2);  // --json is required
+  CHECK(run({"--synth", "tiny"}).status == 2);                               // --json is required
   CHECK(run({"x.h5", "--prefill", "4", "--json", j.string()}).status == 2);  // --prefill needs --synth
   CHECK(run(with(kSmallSynth, {"--policies", "bf16,bf16", "--json", j.string()})).status == 2);
   CHECK(run({"x.h5", "--seeds", "3", "--json", j.string()}).status == 2);  // --seeds needs --synth

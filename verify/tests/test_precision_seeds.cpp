@@ -15,8 +15,8 @@
 #include <set>
 #include <sstream>
 
-#include "reference/layer.h"
 #include "reference/kv_cache.h"
+#include "reference/layer.h"
 #include "reference/numerics/storage.h"
 #include "reference/primitives/hadamard.h"
 #include "verify/capture/tensor_convert.h"
@@ -133,7 +133,8 @@ TEST_CASE("over seeds: each figure's values are the seeds' own reports' figures,
       }
       CHECK(got.recall->mean_with_choice.values[s] == want.recall->summary().mean_with_choice);
       CHECK(got.recall->by_position.back().mean.values[s] == want.recall->buckets().back().summary.mean);
-      CHECK(got.output_by_position.back().layer_nmse.values[s] == want.output_by_position.rbegin()->second.layer.nmse());
+      CHECK(got.output_by_position.back().layer_nmse.values[s] ==
+            want.output_by_position.rbegin()->second.layer.nmse());
     }
   }
   // Sums and pools: rows, element counts and histograms add up over seeds.
@@ -170,9 +171,8 @@ TEST_CASE("checkpoints: a resumed run gives the same report, runs only what is m
   SUBCASE("a killed run (one policy's file missing): only that seed runs, to the same figures") {
     fs::remove(official_12);
     std::vector<std::string> ran;
-    const nlohmann::json again = to_json(run_seeded_report(o, [&](const PrecisionProgress& p) {
-      ran.push_back(std::to_string(p.seed) + " " + p.policy);
-    }));
+    const nlohmann::json again = to_json(run_seeded_report(
+        o, [&](const PrecisionProgress& p) { ran.push_back(std::to_string(p.seed) + " " + p.policy); }));
     CHECK(without_times(again) == without_times(first));
     REQUIRE(!ran.empty());
     for (const std::string& r : ran) CHECK((r == "12 official" || r == "12 exact (reference)"));
@@ -304,8 +304,8 @@ TEST_CASE("activation model: heavy q/k dims are that much larger in the projecte
   const ref::PrecisionPolicy exact = ref::PrecisionPolicy::exact();
   CHECK(heavy_ratio(ref::hadamard_rows(got.indexer_q, cfg.index_head_dim, exact), cfg.index_head_dim) > 6.0);
   CHECK(heavy_ratio(ref::hadamard_rows(base.indexer_q, cfg.index_head_dim, exact), cfg.index_head_dim) < 2.0);
-  CHECK(heavy_ratio(ref::hadamard_rows(got.indexer_compressor_entries, cfg.index_head_dim, exact),
-                    cfg.index_head_dim) > 6.0);
+  CHECK(heavy_ratio(ref::hadamard_rows(got.indexer_compressor_entries, cfg.index_head_dim, exact), cfg.index_head_dim) >
+        6.0);
   // The report's input says what the inputs are.
   const InputInfo info = synthetic_input_info(o, {1, 2});
   CHECK(info.description.find("q/k: 2 heavy dims per head x 16") != std::string::npos);

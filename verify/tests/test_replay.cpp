@@ -1,6 +1,6 @@
-// The replay engine (verify/replay/): the stage-provider composition of stage-local and chained replay against ref::AttentionLayer::forward_batch (the
-// synthetic captures come from forward_batch, an independent assembly of the same stages, so an
-// oracle replaying them must be bit for bit equal in every mode and call kind); the first failure
+// The replay engine (verify/replay/): the stage-provider composition of stage-local and chained replay against
+// ref::AttentionLayer::forward_batch (the synthetic captures come from forward_batch, an independent assembly of the
+// same stages, so an oracle replaying them must be bit for bit equal in every mode and call kind); the first failure
 // lands on the stage that was corrupted; MISSING stages and derived state; compressor states
 // compared on their meaningful rows only; index sets order-free with the score tie rule; filters.
 #include <doctest/doctest.h>
@@ -10,8 +10,8 @@
 #include <regex>
 #include <set>
 
-#include "verify/capture/capture_error.h"
 #include "reference/stage_registry.h"
+#include "verify/capture/capture_error.h"
 #include "verify/replay/backend.h"
 #include "verify/replay/replay.h"
 #include "verify/replay/synth.h"
@@ -112,7 +112,9 @@ TEST_CASE("a corrupted attn/core value is the first failure in stage-local repla
   CHECK(r.counts().failed == 2);
 }
 
-TEST_CASE("a corrupted early stage is the first failure in chained replay and a consumer inconsistent with it fails on its own error") {
+TEST_CASE(
+    "a corrupted early stage is the first failure in chained replay and a consumer inconsistent with it fails on its "
+    "own error") {
   Capture c = synth({128}, {13, 1});
   dataset(c, 0, 0, "kv").values[5] += 1.0;
   const Report r = replay(c, ReplayMode::chained);
@@ -253,8 +255,8 @@ TEST_CASE("index sets are compared order-free and swaps pass only inside the sco
   // Tie them exactly: the oracle keeps the lower index; the capture lists the other one.
   score(out) = score(kth);
   const int64_t winner = std::min(kth, out), loser = std::max(kth, out);
-  const auto slot = std::find(topk.values.begin() + row * k, topk.values.begin() + (row + 1) * k,
-                              static_cast<double>(kth + offset));
+  const auto slot =
+      std::find(topk.values.begin() + row * k, topk.values.begin() + (row + 1) * k, static_cast<double>(kth + offset));
   *slot = static_cast<double>(loser + offset);
   Tensor& idxs = dataset(c, 0, 0, "topk_idxs");
   const int64_t width = idxs.shape.at(2);
@@ -372,7 +374,8 @@ TEST_CASE("the cuda backend runs or says why not") {
     // Dims the kernels lack are left to the oracle, with the reason the record's note carries.
     dsv4::ref::ModelConfig odd = dsv4::ref::ModelConfig::tiny();
     odd.head_dim = 192;
-    CHECK(backend->declines(dsv4::ref::Stage::compressor_entries, odd).find("this layer's is 192") != std::string::npos);
+    CHECK(backend->declines(dsv4::ref::Stage::compressor_entries, odd).find("this layer's is 192") !=
+          std::string::npos);
     CHECK(backend->declines(dsv4::ref::Stage::indexer_compressor_entries, odd).empty());
     CHECK(backend->declines(dsv4::ref::Stage::compressor_entries, dsv4::ref::ModelConfig::flash()).empty());
   } catch (const BackendUnavailable& e) {

@@ -187,7 +187,8 @@ TEST_CASE("markdown: tables for dense and index-set stages, the stages not compa
   write_markdown(out, sample_report());
   const std::string text = out.str();
   CHECK(text.find("## Dense stages") != std::string::npos);
-  CHECK(text.find("| status | layer | call | stage | shape | dtype | max_abs @ coord (ref, got) |") != std::string::npos);
+  CHECK(text.find("| status | layer | call | stage | shape | dtype | max_abs @ coord (ref, got) |") !=
+        std::string::npos);
   CHECK(text.find("| FAIL | 2 | 1 | `attn/core` |") != std::string::npos);
   CHECK(text.find("## Index-set stages") != std::string::npos);
   CHECK(text.find("- MISSING `L2 c1 compressor/state_kv`: not in the capture") != std::string::npos);
@@ -271,8 +272,8 @@ Report stage_report() {
   q.dtype = "bfloat16";
   Tolerance t = row(1, 1);
   t.pre_rounding = ErrorBound{0, 0, 0, "test bound"};
-  const DenseMetrics m = compare_rounded(ref, got, q.shape,
-                                         RoundedReference{pre, RoundingFormat::blocks(dsv4::ref::BlockFormat::fp4_indexer()), {}}, t);
+  const DenseMetrics m = compare_rounded(
+      ref, got, q.shape, RoundedReference{pre, RoundingFormat::blocks(dsv4::ref::BlockFormat::fp4_indexer()), {}}, t);
   q.status = m.status;
   q.metrics = m;
   q.tolerance = t;
@@ -304,7 +305,8 @@ TEST_CASE("console: one line per stage with its counts and worst record, the rep
   CHECK(text.find("first failure: layer 1, call 0, kv\n    failed elementwise") != std::string::npos);
   CHECK(text.find("    replay it: dsv4-verify replay 'my capture.h5' --mode chained --layer 1 --call 0 --stage kv\n") !=
         std::string::npos);
-  CHECK(text.find("vacuous in every call (nothing was compared): compressor/entries (layers 1, 3)") != std::string::npos);
+  CHECK(text.find("vacuous in every call (nothing was compared): compressor/entries (layers 1, 3)") !=
+        std::string::npos);
   CHECK(text.find("skipped: 0 missing from the capture, 0 not replayed, 4 vacuous") != std::string::npos);
   std::istringstream lines(text);
   std::string line, last;
@@ -348,7 +350,8 @@ TEST_CASE("JSON and Markdown carry the stage summaries, the worst rows, the cens
   std::ostringstream md;
   write_markdown(md, report);
   const std::string text = md.str();
-  CHECK(text.find("Replay that record: `dsv4-verify replay 'my capture.h5' --mode chained --layer 1 --call 0 --stage kv`") !=
+  CHECK(text.find(
+            "Replay that record: `dsv4-verify replay 'my capture.h5' --mode chained --layer 1 --call 0 --stage kv`") !=
         std::string::npos);
   CHECK(text.find("## Stages") != std::string::npos);
   CHECK(text.find("| `compressor/entries` | 0 | 0 | 4 | 0 | - | - |") != std::string::npos);

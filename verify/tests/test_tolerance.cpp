@@ -56,8 +56,8 @@ TEST_CASE("the shipped tables load, carry a reason on every row, and cover every
   // official's bf16 stages allow at least one bf16 flip (2^-7 relative): tighter would fail a
   // correct producer whose accumulation lands on the other side of a rounding boundary.
   const ToleranceTable official = ToleranceTable::load(default_tolerance_dir() / "official.json");
-  for (const char* bf16_stage : {"q_latent", "q", "indexer/weights", "indexer/scores", "attn/core", "attn/out_heads",
-                                 "attn/wo_a", "out"}) {
+  for (const char* bf16_stage :
+       {"q_latent", "q", "indexer/weights", "indexer/scores", "attn/core", "attn/out_heads", "attn/wo_a", "out"}) {
     CHECK(official.at(bf16_stage).rtol >= 1.0 / 128);
   }
 }
@@ -182,8 +182,9 @@ TEST_CASE("rounded stages carry the bound of their value before the final roundi
 }
 
 TEST_CASE("pre_rounding bounds are parsed, and malformed ones refused by key") {
-  const std::string row = R"({"atol": 0, "rtol": 0.1, "pre_rounding": {"atol_rms": 0.25, "rtol": 0.125, "reason": "p"},)"
-                          R"( "pre_rounding_tail": {"atol": 0.5, "reason": "t"}, "reason": "r"})";
+  const std::string row =
+      R"({"atol": 0, "rtol": 0.1, "pre_rounding": {"atol_rms": 0.25, "rtol": 0.125, "reason": "p"},)"
+      R"( "pre_rounding_tail": {"atol": 0.5, "reason": "t"}, "reason": "r"})";
   const ToleranceTable t = ToleranceTable::parse(table_with(R"("kv": )" + row), "inline");
   const Tolerance& kv = t.at("kv");
   REQUIRE(kv.pre_rounding.has_value());
@@ -196,14 +197,17 @@ TEST_CASE("pre_rounding bounds are parsed, and malformed ones refused by key") {
 
   std::string m = refusal(table_with(R"("q": {"atol": 0, "rtol": 0.1, "pre_rounding": {"rtol": 0.1}, "reason": "r"})"));
   CHECK(m.find("stages.q.pre_rounding: missing \"reason\"") != std::string::npos);
-  m = refusal(table_with(R"("q": {"atol": 0, "rtol": 0.1, "pre_rounding": {"rtol": -1, "reason": "x"}, "reason": "r"})"));
+  m = refusal(
+      table_with(R"("q": {"atol": 0, "rtol": 0.1, "pre_rounding": {"rtol": -1, "reason": "x"}, "reason": "r"})"));
   CHECK(m.find("stages.q.pre_rounding.rtol") != std::string::npos);
-  m = refusal(table_with(R"("q": {"atol": 0, "rtol": 0.1, "pre_rounding": {"max_cos_diff": 1, "reason": "x"}, "reason": "r"})"));
+  m = refusal(table_with(
+      R"("q": {"atol": 0, "rtol": 0.1, "pre_rounding": {"max_cos_diff": 1, "reason": "x"}, "reason": "r"})"));
   CHECK(m.find("stages.q.pre_rounding.max_cos_diff: unknown key") != std::string::npos);
   m = refusal(table_with(R"("q": {"atol": 0, "rtol": 0.1, "pre_rounding_tail": {"reason": "x"}, "reason": "r"})"));
   CHECK(m.find("stages.q.pre_rounding_tail: needs \"pre_rounding\"") != std::string::npos);
   m = refusal(table_with(R"("q": {"atol": 0, "rtol": 0.1, "pre_rounding": 3, "reason": "r"})"));
   CHECK(m.find("stages.q.pre_rounding: must be an object") != std::string::npos);
-  m = refusal(table_with(R"("indexer/topk": {"atol": 0, "rtol": 0.1, "pre_rounding": {"reason": "x"}, "reason": "r"})"));
+  m = refusal(
+      table_with(R"("indexer/topk": {"atol": 0, "rtol": 0.1, "pre_rounding": {"reason": "x"}, "reason": "r"})"));
   CHECK(m.find("stages.indexer/topk.pre_rounding") != std::string::npos);
 }

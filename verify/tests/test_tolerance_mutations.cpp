@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "reference/config.h"
 #include "reference/call_geometry.h"
+#include "reference/config.h"
 #include "reference/precision.h"
 #include "reference/stage_registry.h"
 #include "verify/compare/index_set.h"
@@ -119,8 +119,8 @@ std::vector<double> bounds(const StageCase& c, const Tolerance& row) {
 // The final rounding of values before it: the stage's grid (DeepSeek's quantizer, or a buggy one),
 // or fp32.
 std::vector<double> finish(const StageCase& c, const std::vector<double>& x,
-                           ElementRounding mode = ElementRounding::nearest_even, ScaleRounding scale = ScaleRounding::ceil,
-                           float amax_floor = -1) {
+                           ElementRounding mode = ElementRounding::nearest_even,
+                           ScaleRounding scale = ScaleRounding::ceil, float amax_floor = -1) {
   if (!c.format) {
     std::vector<double> out(x.size());
     for (size_t i = 0; i < x.size(); ++i) out[i] = static_cast<float>(x[i]);
@@ -160,7 +160,7 @@ StageCase make_case(const std::string& stage, const Tolerance& row, bool with_gr
       double& p = c.pre[r * c.row_length + k];
       p = k < quantized ? bf16(v) : static_cast<float>(v);  // a bf16 tensor before FP8/FP4, fp32 before bf16
       if (stage == "indexer/scores" && k >= (r % 64 + 1) / 4) p = -kInf;  // not yet visible
-      if (stage.ends_with("state_score") && r % 8 >= 6) p = -kInf;       // fresh slots
+      if (stage.ends_with("state_score") && r % 8 >= 6) p = -kInf;        // fresh slots
     }
     if (c.fp4()) {
       // Exact e2m1 ties (0.25, 0.75, ... times the block scale) in a fifth of each block.
@@ -279,7 +279,8 @@ void check_stage_row(const ToleranceTable& table, const std::string& stage, bool
     CHECK(d.status == Status::fail);
     if (d.status != Status::fail && d.rounding)
       MESSAGE("census: differ ", d.rounding->differing, " unexplained ", d.rounding->unexplained, " scales ",
-              d.rounding->block_scales_differ, "/", d.rounding->block_scales_unexplained, " p ", d.rounding->bias_p_value);
+              d.rounding->block_scales_differ, "/", d.rounding->block_scales_unexplained, " p ",
+              d.rounding->bias_p_value);
   }
 
   // An empty call: nothing compared, VACUOUS.
@@ -360,8 +361,10 @@ void check_table(const std::string& precision, bool with_grid) {
   const ToleranceTable table = ToleranceTable::for_precision(precision);
   for (const ref::StageDef& s : ref::stages()) {
     if (!s.is_compared()) continue;
-    if (s.is_index()) check_index_row(table, std::string(s.name));
-    else check_stage_row(table, std::string(s.name), with_grid);
+    if (s.is_index())
+      check_index_row(table, std::string(s.name));
+    else
+      check_stage_row(table, std::string(s.name), with_grid);
   }
   check_default_row(table);
 }

@@ -1,9 +1,10 @@
 #include "verify/tolerance/tolerance_table.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -62,8 +63,8 @@ ErrorBound parse_bound(const json& bound, const std::string& source, const std::
 
 Tolerance parse_row(const json& row, const std::string& source, const std::string& key, bool index_set) {
   if (!row.is_object()) refuse(source, key, "a row must be an object, got " + row.dump());
-  static const std::set<std::string> dense_keys{"atol",    "atol_rms",     "rtol",              "max_cos_diff", "max_nmse",
-                                                "bitwise", "pre_rounding", "pre_rounding_tail", "reason"};
+  static const std::set<std::string> dense_keys{
+      "atol", "atol_rms", "rtol", "max_cos_diff", "max_nmse", "bitwise", "pre_rounding", "pre_rounding_tail", "reason"};
   static const std::set<std::string> index_keys{"atol", "rtol", "reason"};
   const std::set<std::string>& allowed = index_set ? index_keys : dense_keys;
   for (const auto& [name, value] : row.items()) {
@@ -90,7 +91,8 @@ Tolerance parse_row(const json& row, const std::string& source, const std::strin
   }
   if (row.contains("pre_rounding")) t.pre_rounding = parse_bound(row["pre_rounding"], source, key + ".pre_rounding");
   if (row.contains("pre_rounding_tail")) {
-    if (!t.pre_rounding) refuse(source, key + ".pre_rounding_tail", "needs \"pre_rounding\" (the bound of the rest of the row)");
+    if (!t.pre_rounding)
+      refuse(source, key + ".pre_rounding_tail", "needs \"pre_rounding\" (the bound of the rest of the row)");
     t.pre_rounding_tail = parse_bound(row["pre_rounding_tail"], source, key + ".pre_rounding_tail");
   }
   return t;
@@ -110,7 +112,8 @@ ToleranceTable ToleranceTable::parse(std::string_view json_text, const std::stri
   if (!doc.is_object()) refuse(source, "", "the document must be an object");
   static const std::set<std::string> top_keys{"precision", "description", "default", "stages"};
   for (const auto& [name, value] : doc.items()) {
-    if (!top_keys.count(name)) refuse(source, name, "unknown key (the document takes precision, description, default, stages)");
+    if (!top_keys.count(name))
+      refuse(source, name, "unknown key (the document takes precision, description, default, stages)");
   }
   if (!doc.contains("precision") || !doc["precision"].is_string() || doc["precision"].get<std::string>().empty()) {
     refuse(source, "precision", "missing, or not a non-empty string");
@@ -138,8 +141,8 @@ ToleranceTable ToleranceTable::load(const std::filesystem::path& file) {
   if (in.bad()) refuse(file.string(), "", "cannot be read");
   ToleranceTable table = parse(text.str(), file.string());
   if (table.precision_ != file.stem().string()) {
-    refuse(file.string(), "precision", "is \"" + table.precision_ + "\" but the file is named for \"" +
-                                           file.stem().string() + "\"");
+    refuse(file.string(), "precision",
+           "is \"" + table.precision_ + "\" but the file is named for \"" + file.stem().string() + "\"");
   }
   return table;
 }
@@ -159,7 +162,9 @@ ToleranceTable ToleranceTable::for_precision(const std::string& precision, const
 
 const Tolerance& ToleranceTable::at(std::string_view stage) const {
   const ref::StageDef* compared = compared_stage(stage);
-  if (!compared) throw std::invalid_argument("tolerance table " + source_ + ": '" + std::string(stage) + "' is not a compared stage");
+  if (!compared)
+    throw std::invalid_argument("tolerance table " + source_ + ": '" + std::string(stage) +
+                                "' is not a compared stage");
   if (const auto row = rows_.find(stage); row != rows_.end()) return row->second;
   if (!compared->is_index() && default_) return *default_;
   throw std::out_of_range("tolerance table " + source_ + ": no row for stage '" + std::string(stage) + "'" +

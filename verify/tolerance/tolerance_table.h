@@ -21,7 +21,8 @@ class ToleranceTable {
   // Reads a table file. Throws std::invalid_argument naming the file (and the key, where one is at
   // fault) when the file cannot be read, is not JSON, misses "precision" or "stages", names a stage
   // the registry does not compare (x, cache/..., or no stage at all), has a row without "reason",
-  // "atol" or "rtol", a negative or non-finite number, a key a row does not take, or a "precision" that is not the file's stem.
+  // "atol" or "rtol", a negative or non-finite number, a key a row does not take, or a "precision" that is not the
+  // file's stem.
   static ToleranceTable load(const std::filesystem::path& file);
 
   // The same checks on JSON text; `source` names it in messages (the stem rule is not applied).

@@ -52,15 +52,17 @@ TEST_CASE("block tables: logical token -> block * P + slot and back") {
   CHECK(layouts::to_logical_indices(pool, table, 4) == logical);
   // Two query rows per sequence (s_q = 2).
   CHECK(layouts::to_pool_indices(rows_of({{5}, {2}, {7}, {0}}), table, 4, 2) == rows_of({{1}, {14}, {11}, {4}}));
-  CHECK(error_of([&] { layouts::to_pool_indices(rows_of({{8}}), table, 4); }).find("row 0, column 0") != std::string::npos);
-  CHECK(error_of([&] { layouts::to_logical_indices(rows_of({{0}, {0}}), table, 4); }).find("row 1, column 0") !=
+  CHECK(error_of([&] { layouts::to_pool_indices(rows_of({{8}}), table, 4); }).find("row 0, column 0") !=
         std::string::npos);
+  CHECK(error_of([&] {
+          layouts::to_logical_indices(rows_of({{0}, {0}}), table, 4);
+        }).find("row 1, column 0") != std::string::npos);
 }
 
 TEST_CASE("block tables: scatter a sequence's MODEL1 pages into a pool and gather them back") {
   const layouts::PagedLayout l = layouts::flashmla_model1(2);
   ref::Mat rows = ref::Mat::Zero(5, 512);
-  for (int r = 0; r < 5; ++r) rows(r, 448) = r + 1;  // a bf16 marker per token
+  for (int r = 0; r < 5; ++r) rows(r, 448) = r + 1;                    // a bf16 marker per token
   const std::vector<uint8_t> pages = layouts::encode_values(l, rows);  // 3 pages
   std::vector<uint8_t> pool(static_cast<size_t>(l.pool_bytes(6)), 0xAB);
   const std::vector<int32_t> row = {4, 0, 5};
@@ -69,8 +71,9 @@ TEST_CASE("block tables: scatter a sequence's MODEL1 pages into a pool and gathe
   CHECK(layouts::decode(l, pool, 1)(0, 448) == 3.0);
   CHECK(layouts::decode(l, pool, 11)(10, 448) == 5.0);
   CHECK(layouts::gather_pages(l, pool, row, 3) == pages);
-  CHECK(error_of([&] { layouts::scatter_pages(l, pages, std::vector<int32_t>{0, 1, 6}, pool); }).find("block 6") !=
-        std::string::npos);
+  CHECK(error_of([&] {
+          layouts::scatter_pages(l, pages, std::vector<int32_t>{0, 1, 6}, pool);
+        }).find("block 6") != std::string::npos);
 }
 
 TEST_CASE("index lists: -1 padding <-> lengths, vLLM's combined list, FlashInfer's window columns") {
@@ -82,7 +85,9 @@ TEST_CASE("index lists: -1 padding <-> lengths, vLLM's combined list, FlashInfer
   // A kernel reads only the first `length` entries: whatever the tail holds is dropped.
   layouts::LengthIndices garbage{rows_of({{1, 2, 99}}), {2}};
   CHECK(layouts::pad_after_lengths(garbage) == rows_of({{1, 2, -1}}));
-  CHECK(error_of([&] { layouts::pad_after_lengths({rows_of({{1}}), {2}}); }).find("row 0: length 2") != std::string::npos);
+  CHECK(error_of([&] {
+          layouts::pad_after_lengths({rows_of({{1}}), {2}});
+        }).find("row 0: length 2") != std::string::npos);
 
   const IndexMat window = rows_of({{0, 1, -1}, {-1, -1, -1}});
   const IndexMat topk = rows_of({{-1, 3}, {2, -1}});
@@ -93,7 +98,8 @@ TEST_CASE("index lists: -1 padding <-> lengths, vLLM's combined list, FlashInfer
   const layouts::LengthIndices flashinfer = layouts::window_columns_then_topk(window, topk, 4);
   CHECK(flashinfer.indices == rows_of({{0, 1, -1, -1, 3, -1}, {-1, -1, -1, -1, 2, -1}}));
   CHECK(flashinfer.lengths == std::vector<int32_t>{5, 5});
-  CHECK(error_of([&] { layouts::window_columns_then_topk(window, topk, 1); }).find("more than the 1") != std::string::npos);
+  CHECK(error_of([&] { layouts::window_columns_then_topk(window, topk, 1); }).find("more than the 1") !=
+        std::string::npos);
 
   const layouts::SplitIndices split = layouts::split_window_compressed(rows_of({{0, 1, 16, 18, -1}}), 2, 16);
   CHECK(split.window == rows_of({{0, 1}}));
@@ -118,8 +124,10 @@ TEST_CASE("lse conventions: base, sink and empty rows") {
                       fi = LseConvention::flashinfer_reference();
   const double l = 1.5, sink = 0.3;
   // FlashInfer: log2(e^l + e^sink).
-  CHECK(layouts::convert_lse(l, sink, mla, fi) == doctest::Approx(std::log2(std::exp(1.5) + std::exp(0.3))).epsilon(1e-15));
-  CHECK(layouts::convert_lse(layouts::convert_lse(l, sink, mla, fi), sink, fi, mla) == doctest::Approx(l).epsilon(1e-14));
+  CHECK(layouts::convert_lse(l, sink, mla, fi) ==
+        doctest::Approx(std::log2(std::exp(1.5) + std::exp(0.3))).epsilon(1e-15));
+  CHECK(layouts::convert_lse(layouts::convert_lse(l, sink, mla, fi), sink, fi, mla) ==
+        doctest::Approx(l).epsilon(1e-14));
   CHECK(layouts::convert_lse(l, sink, mla, vllm) == l);
   // Empty rows: FlashMLA +inf, vLLM's reference -inf, FlashInfer the sink alone (in base 2).
   CHECK(layouts::convert_lse(kInf, sink, mla, vllm) == -kInf);

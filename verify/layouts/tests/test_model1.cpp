@@ -81,11 +81,11 @@ TEST_CASE("MODEL1 page bytes are ceil(584 P / 576) * 576, and the table entry ha
 TEST_CASE("MODEL1 golden bytes: 336 tile, zero tile, 448 saturation, amax 1, little-endian bf16") {
   const Model1Layout layout{.page_size = 2};
   ref::Mat row = ref::Mat::Zero(1, 512);
-  for (int d = 0; d < 64; ++d) row(0, d) = 336.0;                         // block 0
+  for (int d = 0; d < 64; ++d) row(0, d) = 336.0;  // block 0
   // block 1 stays 0
-  for (int d = 128; d < 192; ++d) row(0, d) = d % 2 ? -448.0 : 448.0;     // block 2
-  for (int d = 192; d < 256; ++d) row(0, d) = d == 192 ? 1.0 : 0.5;       // block 3
-  for (int d = 256; d < 448; ++d) row(0, d) = 0.25;                       // blocks 4..6
+  for (int d = 128; d < 192; ++d) row(0, d) = d % 2 ? -448.0 : 448.0;  // block 2
+  for (int d = 192; d < 256; ++d) row(0, d) = d == 192 ? 1.0 : 0.5;    // block 3
+  for (int d = 256; d < 448; ++d) row(0, d) = 0.25;                    // blocks 4..6
   row(0, 448) = 1.0;
   row(0, 449) = -2.5;
 
@@ -219,7 +219,8 @@ TEST_CASE("MODEL1 decoded values are the oracle's fake-quantized kv (BlockFormat
     ref::fake_quant_row(ref::BlockFormat::fp8_kv(), nope);
     bool same = true;
     for (int d = 0; d < 448; ++d) same = same && same_value(nope[static_cast<size_t>(d)], values(r, d));
-    for (int d = 448; d < 512; ++d) same = same && values(r, d) == static_cast<double>(ref::bf16_round(static_cast<float>(rows(r, d))));
+    for (int d = 448; d < 512; ++d)
+      same = same && values(r, d) == static_cast<double>(ref::bf16_round(static_cast<float>(rows(r, d))));
     CHECK(same);
   }
 }

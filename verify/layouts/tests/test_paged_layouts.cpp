@@ -51,7 +51,8 @@ TEST_CASE("DeepGEMM FP8 indexer cache: block of 64 x 128 codes, then 64 fp32 sca
   std::vector<double> ones(128, 1.0);
   std::vector<ref::QuantizedRow> keys(70, ref::quantize_row(fmt, ones));
   std::mt19937_64 rng(3);
-  for (size_t i = 1; i < keys.size(); ++i) keys[i] = ref::quantize_row(fmt, random_row(rng, 128, 0.1 * static_cast<double>(i)));
+  for (size_t i = 1; i < keys.size(); ++i)
+    keys[i] = ref::quantize_row(fmt, random_row(rng, 128, 0.1 * static_cast<double>(i)));
 
   const std::vector<uint8_t> pool = layouts::encode_deepgemm_indexer(keys, layout);
   CHECK(pool.size() == 2 * 64 * 132);
@@ -89,8 +90,8 @@ TEST_CASE("DeepGEMM FP4 indexer cache: e2m1 pairs low nibble first, 4 UE8M0 byte
   std::vector<ref::QuantizedRow> keys{ref::quantize_row(ref::BlockFormat::fp4_indexer(), key)};
   const std::vector<uint8_t> pool = layouts::encode_deepgemm_indexer(keys, layout);
   CHECK(pool.size() == 64 * 68);
-  CHECK(pool[0] == 0xA1);  // element 0 = 0.5 (0x1) low, element 1 = -1.0 (0xA) high
-  CHECK(pool[1] == 0x07);  // element 2 = 6 (0x7), element 3 = 0
+  CHECK(pool[0] == 0xA1);   // element 0 = 0.5 (0x1) low, element 1 = -1.0 (0xA) high
+  CHECK(pool[1] == 0x07);   // element 2 = 6 (0x7), element 3 = 0
   CHECK(pool[16] == 0xB7);  // element 32 = 3 / 0.5 = 6 (0x7) low, element 33 = -1.5 (0xB) high
   CHECK(pool[48] == 0x06);  // element 96 = 2^-4 / 2^-6 = 4 (0x6)
   CHECK(le32(pool, 64 * 64) == (127u | 126u << 8 | 1u << 16 | 121u << 24));
@@ -149,7 +150,8 @@ TEST_CASE("every table entry round-trips random tokens bit for bit, at irregular
       CHECK(layouts::encode(l, layouts::quantize(l, values)) == bytes);
     }
   }
-  CHECK(error_of([] { layouts::layout_by_name("flashmla_v41", 64); }).find("known: flashmla_model1") != std::string::npos);
+  CHECK(error_of([] { layouts::layout_by_name("flashmla_v41", 64); }).find("known: flashmla_model1") !=
+        std::string::npos);
 }
 
 TEST_CASE("stored-form refusals name the token and dim or block") {

@@ -29,9 +29,12 @@ using Out = nb::ndarray<nb::numpy, T>;
 inline ref::Mat to_mat(const In2& a) {
   return Eigen::Map<const ref::Mat>(a.data(), static_cast<ref::Index>(a.shape(0)), static_cast<ref::Index>(a.shape(1)));
 }
-inline ref::Vec to_vec(const In1& a) { return Eigen::Map<const ref::Vec>(a.data(), static_cast<ref::Index>(a.shape(0))); }
+inline ref::Vec to_vec(const In1& a) {
+  return Eigen::Map<const ref::Vec>(a.data(), static_cast<ref::Index>(a.shape(0)));
+}
 inline ref::IndexMat to_index_mat(const InIndex2& a) {
-  return Eigen::Map<const ref::IndexMat>(a.data(), static_cast<ref::Index>(a.shape(0)), static_cast<ref::Index>(a.shape(1)));
+  return Eigen::Map<const ref::IndexMat>(a.data(), static_cast<ref::Index>(a.shape(0)),
+                                         static_cast<ref::Index>(a.shape(1)));
 }
 inline std::vector<int64_t> shape_of(const auto& a) {
   std::vector<int64_t> s;
