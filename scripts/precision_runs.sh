@@ -45,7 +45,7 @@ study_seeds() {
 }
 study_policies() {
   case $1 in
-    flash-csa-p4096-seeds) echo official,fp8-indexer,nvfp4-indexer,fp32-probs,bf16,fp8-indexer-keys-only,fp4-indexer-keys-only ;;
+    flash-csa-p4096-seeds) echo official,fp8-indexer,nvfp4-indexer ;;
     flash-csa-p4096-outliers) echo "$ALL_POLICIES,$NO_HADAMARD" ;;
     flash-csa-p4096-x-outliers) echo official,fp8-indexer,fp8-indexer-no-hadamard,fp4-indexer-no-hadamard,no-kv-quant,bf16,fp32,nvfp4-indexer,fp32-probs ;;
     flash-csa-p16384) echo official,fp8-indexer,nvfp4-indexer,fp32-probs,bf16 ;;
