@@ -1,10 +1,12 @@
 """Helpers shared by the precision notebooks (not a notebook itself): find the repository and dsv4-verify, run
 `dsv4-verify precision-report`, print its figures as text tables, and check the properties the notebooks'
-text claims, so that a wrong report fails the notebook (and ctest, which runs the sources)."""
+text claims (and the numbers and rankings docs/precision.md prints), so that a wrong report fails the notebook
+(and ctest, which runs the sources)."""
 import glob
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -221,13 +223,151 @@ def separated(better, worse, higher_is_better=True):
     return number(better["high"]) < number(worse["low"])
 
 
-def check_ranked(report, order, figure="recall", layer=0):
-    """The text ranks the policies of `order` best first on `figure` ("recall": rows with a choice, higher
-    is better; "out": layer-output NMSE, lower is better): each neighbour pair's 95% intervals separate."""
-    def get(name):
-        if figure == "recall":
-            return recall(report, name, layer)["mean_with_choice"]
-        return policy(report, name)["layers"][layer]["end_to_end"]["layer_output"]["nmse"]
+def end_to_end_figure(report, name, figure, layer=0):
+    """One end-to-end figure of a policy: "recall" (rows with a choice), "attn" (attn/core NMSE) or "out"
+    (layer-output NMSE)."""
+    e = policy(report, name)["layers"][layer]["end_to_end"]
+    if figure == "recall":
+        return e["topk_recall"]["mean_with_choice"]
+    if figure == "attn":
+        return e["attention_output"]["nmse"]
+    if figure == "out":
+        return e["layer_output"]["nmse"]
+    raise ValueError(f"figure {figure!r}: expected recall, attn or out")
 
-    for a, b in zip(order, order[1:]):
-        assert separated(get(a), get(b), figure == "recall"), f"{figure}: {a} and {b} do not separate"
+
+# Student's t, two-sided 95%, for 1 .. 10 degrees of freedom (the report's own table, verify/precision/over_seeds.cpp,
+# goes further; the committed studies have at most 5 seeds).
+T_975 = (12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281)
+
+
+def interval_over(values):
+    """Mean and 95% interval (Student t) of per-seed values, as the report computes them."""
+    n = len(values)
+    m = sum(values) / n
+    if n < 2:
+        return {"mean": m, "low": None, "high": None, "values": list(values)}
+    if n - 1 > len(T_975):
+        raise ValueError(f"interval_over: {n} values, the t table stops at {len(T_975) + 1}")
+    half = T_975[n - 2] * math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1) / n)
+    return {"mean": m, "low": m - half, "high": m + half, "values": list(values)}
+
+
+def paired(report, name, figure, against="official", layer=0):
+    """Against `against` seed by seed, as the report's Markdown does: the recall difference ("recall") or the
+    NMSE ratio ("attn", "out") of each seed, with its mean and 95% interval."""
+    a = [number(v) for v in end_to_end_figure(report, name, figure, layer)["values"]]
+    b = [number(v) for v in end_to_end_figure(report, against, figure, layer)["values"]]
+    assert len(a) == len(b), (name, against, figure, len(a), len(b))
+    return interval_over([x - y if figure == "recall" else x / y for x, y in zip(a, b)])
+
+
+def parse_ranking(ranking):
+    """"`a` > `b` ~ `c` > `d`" (the notation of docs/precision.md) as groups [[a], [b, c], [d]] and the operator
+    between groups."""
+    tokens = re.findall(r"`([^`]+)`|([<>~])", ranking)
+    names = [t[0] for t in tokens if t[0]]
+    ops = [t[1] for t in tokens if t[1]]
+    assert names and len(ops) == len(names) - 1, f"not a ranking: {ranking!r}"
+    groups = [[names[0]]]
+    for op, name in zip(ops, names[1:]):
+        if op == "~":
+            groups[-1].append(name)
+        else:
+            groups.append([name])
+    between = {op for op in ops if op != "~"}
+    assert len(between) <= 1, f"{ranking!r} mixes > and <"
+    return groups, between.pop() if between else None
+
+
+def check_ranking(report, ranking, figure="recall", layer=0):
+    """The text ranks policies in the notation "`a` > `b` ~ `c` > `d`" on `figure` ("recall": higher is better,
+    written with >; "attn" or "out" NMSE: lower is better, written with <). Each policy of a group separates
+    from each of the next group's (95% intervals, no overlap, on the better side); the policies of a group
+    (`~`) overlap: the text claims no ranking there, so the intervals must not support one."""
+    groups, op = parse_ranking(ranking)
+    higher_is_better = figure == "recall"
+    if op is not None:
+        assert op == (">" if higher_is_better else "<"), f"{ranking!r}: {figure} is ranked best first with " \
+                                                         f"{'>' if higher_is_better else '<'}"
+
+    def get(name):
+        return end_to_end_figure(report, name, figure, layer)
+
+    def both(a, b):
+        digits = 4 if higher_is_better else None
+        return f"({a} {fmt_interval(get(a), digits)}, {b} {fmt_interval(get(b), digits)})"
+
+    for group in groups:
+        for i, a in enumerate(group):
+            for b in group[i + 1:]:
+                assert not separated(get(a), get(b), higher_is_better) and \
+                    not separated(get(b), get(a), higher_is_better), \
+                    f"{figure}: {a} ~ {b} claimed, yet their intervals separate {both(a, b)}"
+    for better, worse in zip(groups, groups[1:]):
+        for a in better:
+            for b in worse:
+                assert separated(get(a), get(b), higher_is_better), \
+                    f"{figure}: {a} {op} {b} claimed, yet their intervals do not separate {both(a, b)}"
+
+
+# --- the numbers a page prints: each printed figure must be the report's, rounded ---------------------------
+
+NUMBER = re.compile(r"[+\-\u2212]?(?:\d+\.?\d*|\.\d+)(?:e[+\-]?\d+)?")
+
+
+def printed_numbers(cell):
+    """The numbers of a printed cell ("0.0270 [0.0269, 0.0272]", "−0.0602", "2.67e-02") as (value, half a unit of
+    the last printed digit)."""
+    found = []
+    for text in NUMBER.findall(cell):
+        text = text.replace("\u2212", "-")
+        mantissa, _, exponent = text.partition("e")
+        digits = len(mantissa.partition(".")[2])
+        found.append((float(text), 0.5 * 10.0 ** (int(exponent or 0) - digits)))
+    return found
+
+
+def check_printed(cell, actual, what):
+    """A printed cell is the report's figure rounded: "mean [low, high]" against a figure {"mean", "low", "high"},
+    or a single number against a value. The last printed digit decides the tolerance (half a unit of it)."""
+    expected = [actual] if not isinstance(actual, dict) else \
+        [actual["mean"]] + ([actual["low"], actual["high"]] if actual["low"] is not None else [])
+    numbers = printed_numbers(cell)
+    assert len(numbers) == len(expected), f"{what}: printed {cell!r}, the report has {len(expected)} numbers"
+    for (printed, tolerance), value in zip(numbers, expected):
+        assert abs(printed - number(value)) <= tolerance * (1 + 1e-9), \
+            f"{what}: printed {cell!r}, the report has {', '.join(f'{number(v):.6g}' for v in expected)}"
+
+
+def markdown_section(path, heading):
+    """The text of the section of a Markdown file (relative to the repository) whose heading starts with
+    `heading` ("## 2."), up to the next heading of its level."""
+    with open(os.path.join(ROOT, path)) as f:
+        text = f.read()
+    level = heading.split(" ")[0] + " "
+    start = [i for i, line in enumerate(text.splitlines()) if line.startswith(heading)]
+    assert len(start) == 1, f"{path}: {len(start)} headings start with {heading!r}"
+    lines = text.splitlines()[start[0]:]
+    end = next((i for i, line in enumerate(lines[1:], 1) if line.startswith(level)), len(lines))
+    return "\n".join(lines[:end])
+
+
+def markdown_table(text, header):
+    """The rows of the one Markdown table in `text` whose header cells are `header` (a list), each a dict from
+    header cell to cell."""
+    lines = text.splitlines()
+
+    def cells(line):
+        return [c.strip() for c in line.strip().strip("|").split("|")]
+
+    starts = [i for i, line in enumerate(lines) if line.startswith("|") and cells(line) == list(header)]
+    assert len(starts) == 1, f"{len(starts)} tables have the header {' | '.join(header)}"
+    rows = []
+    for line in lines[starts[0] + 2:]:
+        if not line.startswith("|"):
+            break
+        row = cells(line)
+        assert len(row) == len(header), f"row {line!r} has {len(row)} cells, the header {len(header)}"
+        rows.append(dict(zip(header, row)))
+    return rows
