@@ -25,8 +25,8 @@
 # - `docs/precision/flash-csa-p4096-four-seeds.json`: those three with fp32-probs and bf16; seeds 1-4;
 # - `docs/precision/flash-csa-p4096-one-switch-seed1.json`: official and the one-switch policies; seed 1.
 #
-# All three come from one set of checkpointed runs (`scripts/precision_runs.sh flash-csa-p4096-seeds`
-# and the commands of section 2), so a policy's figures for a seed are the same in every report that
+# All three come from one set of checkpointed runs (`scripts/precision_runs.sh flash-csa-p4096-five-seeds
+# flash-csa-p4096-four-seeds`, section 2), so a policy's figures for a seed are the same in every report that
 # has it. The indexer keeps 512 of the (t + 1) / 4 visible entries, so it has a choice only from
 # position 2051 on, 2045 rows a seed; before that its recall is 1 by construction. Random weights do
 # not attend like a trained model: the recall is a lower-fidelity signal than on a real capture.
