@@ -189,4 +189,9 @@ std::string NumericsVariant::describe() const {
   return out;
 }
 
+PrecisionPolicy unrounded_output(PrecisionPolicy p) {
+  p.activations = Storage::fp64;
+  return p;
+}
+
 }  // namespace dsv4::ref

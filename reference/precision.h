@@ -58,4 +58,9 @@ struct PrecisionPolicy {
   std::string differences_from(const PrecisionPolicy& base) const;
 };
 
+// p with the activation storage fp64: a primitive (linear, RMSNorm, RoPE) given it returns its value
+// before the final rounding to p.activations, i.e. the fp32 (or exact) value DeepSeek's code casts to
+// bf16. The *_before_rounding functions of reference/stages/ give it to their last step only.
+PrecisionPolicy unrounded_output(PrecisionPolicy p);
+
 }  // namespace dsv4::ref

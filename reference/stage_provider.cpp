@@ -40,11 +40,11 @@ Mat AttentionKv::rows() const {
 }
 
 Mat StageProvider::q_latent(const AttentionLayer& l, const Mat& x) const {
-  return ref::q_latent(l.weights(), x, l.config(), l.policy());
+  return rounded(l.policy().activations, before_final_rounding::q_latent(l, x));
 }
 
 Mat StageProvider::q_heads(const AttentionLayer& l, const Mat& q_latent, int64_t start_pos) const {
-  return ref::q_heads(l.weights(), q_latent, start_pos, l.rope(), l.config(), l.policy());
+  return rounded(l.policy().activations, before_final_rounding::q_heads(l, q_latent, start_pos));
 }
 
 Mat StageProvider::window_kv(const AttentionLayer& l, const Mat& x, int64_t start_pos) const {
@@ -62,14 +62,13 @@ Mat StageProvider::indexer_q(const AttentionLayer& l, const Mat& q_latent, int64
 }
 
 Mat StageProvider::indexer_weights(const AttentionLayer& l, const Mat& x) const {
-  return ref::indexer_weights(l.weights().indexer, x, l.config(), l.policy());
+  return rounded(l.policy().activations, before_final_rounding::indexer_weights(l, x));
 }
 
 Mat StageProvider::indexer_scores(const AttentionLayer& l, const Mat& q, const Mat& weights, const KvCache& cache,
                                   int seq, int64_t start_pos) const {
-  const int ratio = l.compress_ratio();
-  const Mat keys = cache.entries(seq, EntryKind::indexer, (start_pos + q.rows()) / ratio);
-  return ref::indexer_scores(q, weights, keys, start_pos, ratio, l.policy());
+  return rounded(l.policy().indexer_scores,
+                 before_final_rounding::indexer_scores(l, q, weights, cache, seq, start_pos));
 }
 
 IndexMat StageProvider::topk_indices(const AttentionLayer&, const Mat& scores, int k, int32_t offset) const {
@@ -81,11 +80,48 @@ IndexMat StageProvider::attention_indices(const AttentionLayer& l, const IndexSp
   return ref::attention_indices(space, l.compress_ratio(), indexer_topk);
 }
 
+Mat StageProvider::sparse_mqa(const AttentionLayer& l, const Mat& q, const AttentionKv& kv,
+                              const IndexMat& indices) const {
+  return rounded(l.policy().activations, before_final_rounding::sparse_mqa(l, q, kv, indices));
+}
+
+Mat StageProvider::inverse_rope_heads(const AttentionLayer& l, const Mat& core, int64_t start_pos) const {
+  return rounded(l.policy().activations, before_final_rounding::inverse_rope_heads(l, core, start_pos));
+}
+
+Mat StageProvider::grouped_wo_a(const AttentionLayer& l, const Mat& out_heads) const {
+  return rounded(l.policy().activations, before_final_rounding::grouped_wo_a(l, out_heads));
+}
+
+Mat StageProvider::wo_b(const AttentionLayer& l, const Mat& wo_a) const {
+  return rounded(l.policy().activations, before_final_rounding::wo_b(l, wo_a));
+}
+
+namespace before_final_rounding {
+
+Mat q_latent(const AttentionLayer& l, const Mat& x) {
+  return q_latent_before_rounding(l.weights(), x, l.config(), l.policy());
+}
+
+Mat q_heads(const AttentionLayer& l, const Mat& q_latent, int64_t start_pos) {
+  return q_heads_before_rounding(l.weights(), q_latent, start_pos, l.rope(), l.config(), l.policy());
+}
+
+Mat indexer_weights(const AttentionLayer& l, const Mat& x) {
+  return indexer_weights_before_rounding(l.weights().indexer, x, l.config(), l.policy());
+}
+
+Mat indexer_scores(const AttentionLayer& l, const Mat& q, const Mat& weights, const KvCache& cache, int seq,
+                   int64_t start_pos) {
+  const int ratio = l.compress_ratio();
+  const Mat keys = cache.entries(seq, EntryKind::indexer, (start_pos + q.rows()) / ratio);
+  return indexer_scores_before_rounding(q, weights, keys, start_pos, ratio, l.policy());
+}
+
 // The softmax scale is head_dim^-1/2 and the sink enters the denominator, unless the policy's
 // variant simulates a bug class (another head dim; the sink dropped, i.e. a sink logit of -inf,
 // whose term e^(-inf - M) is exactly 0).
-Mat StageProvider::sparse_mqa(const AttentionLayer& l, const Mat& q, const AttentionKv& kv,
-                              const IndexMat& indices) const {
+Mat sparse_mqa(const AttentionLayer& l, const Mat& q, const AttentionKv& kv, const IndexMat& indices) {
   const ModelConfig& cfg = l.config();
   const NumericsVariant& v = l.policy().variant;
   int scale_dim = cfg.head_dim;
@@ -97,21 +133,21 @@ Mat StageProvider::sparse_mqa(const AttentionLayer& l, const Mat& q, const Atten
   }
   const Vec sink =
       v.attn_sink ? l.weights().attn_sink : Vec::Constant(cfg.n_heads, -std::numeric_limits<double>::infinity());
-  return ref::sparse_mqa(q, kv.rows(), sink, indices, cfg.n_heads, std::pow(static_cast<double>(scale_dim), -0.5),
-                         l.policy());
+  return sparse_mqa_before_rounding(q, kv.rows(), sink, indices, cfg.n_heads,
+                                    std::pow(static_cast<double>(scale_dim), -0.5), l.policy());
 }
 
-Mat StageProvider::inverse_rope_heads(const AttentionLayer& l, const Mat& core, int64_t start_pos) const {
-  return ref::inverse_rope_heads(core, start_pos, l.rope(), l.config(), l.policy());
+Mat inverse_rope_heads(const AttentionLayer& l, const Mat& core, int64_t start_pos) {
+  return inverse_rope_heads_before_rounding(core, start_pos, l.rope(), l.config(), l.policy());
 }
 
-Mat StageProvider::grouped_wo_a(const AttentionLayer& l, const Mat& out_heads) const {
-  return ref::grouped_wo_a(l.weights(), out_heads, l.config(), l.policy());
+Mat grouped_wo_a(const AttentionLayer& l, const Mat& out_heads) {
+  return grouped_wo_a_before_rounding(l.weights(), out_heads, l.config(), l.policy());
 }
 
-Mat StageProvider::wo_b(const AttentionLayer& l, const Mat& wo_a) const {
-  return ref::wo_b(l.weights(), wo_a, l.policy());
-}
+Mat wo_b(const AttentionLayer& l, const Mat& wo_a) { return wo_b_before_rounding(l.weights(), wo_a, l.policy()); }
+
+}  // namespace before_final_rounding
 
 const StageProvider& oracle_stages() {
   static const StageProvider oracle;

@@ -89,6 +89,23 @@ class StageProvider {
 // The oracle: StageProvider with every entry its own.
 const StageProvider& oracle_stages();
 
+// The oracle's bf16 stages in two steps: each function gives the entry's value before the stage's
+// final rounding (the fp32 or exact value DeepSeek's code casts to bf16: reference/stages'
+// *_before_rounding), with the entry's arguments; the oracle's entry is its rounding to
+// p.activations (p.indexer_scores for indexer_scores). A verifier judges a captured bf16 value
+// against it (verify/compare/rounded.h); the block-quantized stages have reference/pre_quant.h.
+namespace before_final_rounding {
+Mat q_latent(const AttentionLayer& layer, const Mat& x);
+Mat q_heads(const AttentionLayer& layer, const Mat& q_latent, int64_t start_pos);
+Mat indexer_weights(const AttentionLayer& layer, const Mat& x);
+Mat indexer_scores(const AttentionLayer& layer, const Mat& q, const Mat& weights, const KvCache& cache, int seq,
+                   int64_t start_pos);
+Mat sparse_mqa(const AttentionLayer& layer, const Mat& q, const AttentionKv& kv, const IndexMat& indices);
+Mat inverse_rope_heads(const AttentionLayer& layer, const Mat& core, int64_t start_pos);
+Mat grouped_wo_a(const AttentionLayer& layer, const Mat& out_heads);
+Mat wo_b(const AttentionLayer& layer, const Mat& wo_a);
+}  // namespace before_final_rounding
+
 // Values a replay supplies in place of the layer's own, for one sequence of one call (stage-local
 // replay: each stage reads the captured values of its inputs). nullptr: the layer's own value.
 class StageInputs {

@@ -28,6 +28,13 @@ void round_in_place(Storage s, Eigen::DenseBase<Derived>& m) {
   m.derived() = m.derived().unaryExpr([s](double v) { return round_to(s, v); });
 }
 
+// m rounded to s, element by element (a stage's final rounding).
+template <typename M>
+M rounded(Storage s, M m) {
+  round_in_place(s, m);
+  return m;
+}
+
 std::string to_string(Storage s);
 Storage storage_from_string(const std::string& name);  // "fp64" | "fp32" | "bf16"; throws otherwise
 

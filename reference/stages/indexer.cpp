@@ -61,12 +61,17 @@ void quantize_indexer_rows(Mat& rows, const PrecisionPolicy& p) {
 
 // x [s, dim] -> [s, IH]. DeepSeek: bf16 linear, then a bf16 tensor times the Python float
 // ID^-0.5 * IH^-0.5 (2^-6.5 for both models), which torch computes in fp32 opmath.
-Mat indexer_weights(const IndexerWeights& w, const Mat& x, const ModelConfig& cfg, const PrecisionPolicy& p) {
+Mat indexer_weights_before_rounding(const IndexerWeights& w, const Mat& x, const ModelConfig& cfg,
+                                    const PrecisionPolicy& p) {
   const double multiplier = round_to(p.fp32_tensors, std::pow(static_cast<double>(cfg.index_head_dim), -0.5) *
                                                          std::pow(static_cast<double>(cfg.index_n_heads), -0.5));
   return linear_exact(x, w.weights_proj, p.activations).unaryExpr([&](double v) {
-    return round_to(p.activations, round_to(p.fp32_tensors, v * multiplier));
+    return round_to(p.fp32_tensors, v * multiplier);
   });
+}
+
+Mat indexer_weights(const IndexerWeights& w, const Mat& x, const ModelConfig& cfg, const PrecisionPolicy& p) {
+  return rounded(p.activations, indexer_weights_before_rounding(w, x, cfg, p));
 }
 
 // q [s, IH*ID], weights [s, IH], keys [n_keys, ID] -> [s, n_keys]
@@ -74,8 +79,8 @@ Mat indexer_weights(const IndexerWeights& w, const Mat& x, const ModelConfig& cf
 // S = rounding to p.indexer_scores (DeepSeek: einsum with fp32 accumulation to bf16, relu, times w
 // to bf16, head sum to bf16); -inf where the entry's block is not complete at t. Masked keys are
 // never read.
-Mat indexer_scores(const Mat& q, const Mat& weights, const Mat& keys, int64_t start_pos, int ratio,
-                   const PrecisionPolicy& p) {
+Mat indexer_scores_before_rounding(const Mat& q, const Mat& weights, const Mat& keys, int64_t start_pos, int ratio,
+                                   const PrecisionPolicy& p) {
   const Index heads = weights.cols();
   if (ratio < 1) throw std::invalid_argument("indexer_scores: ratio must be >= 1, got " + std::to_string(ratio));
   if (start_pos < 0) throw std::invalid_argument("indexer_scores: start_pos " + std::to_string(start_pos) + " < 0");
@@ -99,10 +104,15 @@ Mat indexer_scores(const Mat& q, const Mat& weights, const Mat& keys, int64_t st
         const double qk = round_to(S, fixed_order_dot(q.row(i).data() + h * head_dim, keys.row(j).data(), head_dim));
         head_sum += round_to(S, round_to(S, weights(i, h)) * relu(qk));
       }
-      scores(i, j) = round_to(S, head_sum);
+      scores(i, j) = head_sum;
     }
   });
   return scores;
+}
+
+Mat indexer_scores(const Mat& q, const Mat& weights, const Mat& keys, int64_t start_pos, int ratio,
+                   const PrecisionPolicy& p) {
+  return rounded(p.indexer_scores, indexer_scores_before_rounding(q, weights, keys, start_pos, ratio, p));
 }
 
 }  // namespace dsv4::ref

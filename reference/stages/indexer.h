@@ -27,6 +27,9 @@ void quantize_indexer_rows(Mat& rows, const PrecisionPolicy& p);
 // w = weights_proj(x) * ID^-1/2 * IH^-1/2 (rounded to activations). x [s, dim] -> [s, IH]
 // Officially: a bf16 linear, then the bf16 tensor times the Python float 2^-6.5, which torch
 // computes in fp32 (the multiplier rounded to p.fp32_tensors, the product to fp32, then to bf16).
+// indexer_weights_before_rounding: the fp32 product, before that rounding to p.activations.
+Mat indexer_weights_before_rounding(const IndexerWeights& w, const Mat& x, const ModelConfig& cfg,
+                                    const PrecisionPolicy& p);
 Mat indexer_weights(const IndexerWeights& w, const Mat& x, const ModelConfig& cfg, const PrecisionPolicy& p);
 
 // Scores of the s queries at positions start_pos.. against keys [n_keys, ID], n_keys =
@@ -34,6 +37,9 @@ Mat indexer_weights(const IndexerWeights& w, const Mat& x, const ModelConfig& cf
 // a query cannot see are never read. Rounded to S = p.indexer_scores after the q.k dot product,
 // after relu(q.k) * w_h, and after the head sum: S(sum_h S(S(w_h) relu(S(q_h . k_j)))).
 // q [s, IH*ID], weights [s, IH], keys [n_keys, ID] -> [s, n_keys]
+// indexer_scores_before_rounding: the head sums before their final rounding to S.
+Mat indexer_scores_before_rounding(const Mat& q, const Mat& weights, const Mat& keys, int64_t start_pos, int ratio,
+                                   const PrecisionPolicy& p);
 Mat indexer_scores(const Mat& q, const Mat& weights, const Mat& keys, int64_t start_pos, int ratio,
                    const PrecisionPolicy& p);
 

@@ -23,19 +23,30 @@ void require_heads(const Mat& m, int n_heads, int head_dim, const char* what) {
 }  // namespace
 
 // x [s, dim] -> [s, q_lora_rank]
+Mat q_latent_before_rounding(const AttentionWeights& w, const Mat& x, const ModelConfig& cfg,
+                             const PrecisionPolicy& p) {
+  return rms_norm(linear_fp8_weight(x, w.wq_a, p), w.q_norm, cfg.norm_eps, unrounded_output(p));
+}
+
 Mat q_latent(const AttentionWeights& w, const Mat& x, const ModelConfig& cfg, const PrecisionPolicy& p) {
-  return rms_norm(linear_fp8_weight(x, w.wq_a, p), w.q_norm, cfg.norm_eps, p);
+  return rounded(p.activations, q_latent_before_rounding(w, x, cfg, p));
 }
 
 // q_latent [s, q_lora_rank] -> [s, H*d]
-Mat q_heads(const AttentionWeights& w, const Mat& q_latent, int64_t start_pos, const RopeTable& rope,
-            const ModelConfig& cfg, const PrecisionPolicy& p) {
+Mat q_heads_before_rounding(const AttentionWeights& w, const Mat& q_latent, int64_t start_pos, const RopeTable& rope,
+                            const ModelConfig& cfg, const PrecisionPolicy& p) {
   Mat q = head_rms_norm(linear_fp8_weight(q_latent, w.wq_b, p), cfg.n_heads, cfg.norm_eps, p);
   require_heads(q, cfg.n_heads, cfg.head_dim, "q_heads");
+  const PrecisionPolicy last = unrounded_output(p);
   parallel_for(q.rows(), [&](int64_t i) {
-    apply_rope(q.row(i), cfg.n_heads, cfg.head_dim, start_pos + i, rope, /*inverse=*/false, p);
+    apply_rope(q.row(i), cfg.n_heads, cfg.head_dim, start_pos + i, rope, /*inverse=*/false, last);
   });
   return q;
+}
+
+Mat q_heads(const AttentionWeights& w, const Mat& q_latent, int64_t start_pos, const RopeTable& rope,
+            const ModelConfig& cfg, const PrecisionPolicy& p) {
+  return rounded(p.activations, q_heads_before_rounding(w, q_latent, start_pos, rope, cfg, p));
 }
 
 // x [s, dim] -> [s, d]

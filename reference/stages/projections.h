@@ -8,10 +8,16 @@
 
 namespace dsv4::ref {
 
-// q_latent = q_norm(wq_a(x)). x [s, dim] -> [s, q_lora_rank]
+// q_latent = q_norm(wq_a(x)). x [s, dim] -> [s, q_lora_rank]; the value before the norm's final
+// rounding to p.activations (its fp32 output), and that rounding.
+Mat q_latent_before_rounding(const AttentionWeights& w, const Mat& x, const ModelConfig& cfg, const PrecisionPolicy& p);
 Mat q_latent(const AttentionWeights& w, const Mat& x, const ModelConfig& cfg, const PrecisionPolicy& p);
 
-// q = rope(head_rms_norm(wq_b(q_latent))) at positions start_pos + i. -> [s, H*d]
+// q = rope(head_rms_norm(wq_b(q_latent))) at positions start_pos + i. -> [s, H*d]; the value before
+// RoPE's final rounding to p.activations (fp32 on the rope dims; the nope dims are the norm's bf16
+// output), and that rounding.
+Mat q_heads_before_rounding(const AttentionWeights& w, const Mat& q_latent, int64_t start_pos, const RopeTable& rope,
+                            const ModelConfig& cfg, const PrecisionPolicy& p);
 Mat q_heads(const AttentionWeights& w, const Mat& q_latent, int64_t start_pos, const RopeTable& rope,
             const ModelConfig& cfg, const PrecisionPolicy& p);
 

@@ -89,8 +89,8 @@ bool any_valid(const int32_t* slots, Index begin, Index end) {
 }  // namespace
 
 // q [s, H*d], kv [n, d], sink [H], indices [s, K] -> [s, H*d]
-Mat sparse_mqa(const Mat& q, const Mat& kv, const Vec& sink, const IndexMat& indices, int n_heads, double softmax_scale,
-               const PrecisionPolicy& p) {
+Mat sparse_mqa_before_rounding(const Mat& q, const Mat& kv, const Vec& sink, const IndexMat& indices, int n_heads,
+                               double softmax_scale, const PrecisionPolicy& p) {
   const Index d = kv.cols();
   if (n_heads < 1 || q.cols() != n_heads * d || sink.size() != n_heads || indices.rows() != q.rows())
     throw std::invalid_argument(
@@ -123,10 +123,15 @@ Mat sparse_mqa(const Mat& q, const Mat& kv, const Vec& sink, const IndexMat& ind
       // The sink: one more logit with a zero value vector, in the denominator only.
       const double sink_term = round_to(f32, std::exp(round_to(f32, sink(h) - st.max)));
       const double denominator = round_to(f32, st.denominator + sink_term);
-      for (Index c = 0; c < d; ++c) out(i, h * d + c) = round_to(p.activations, st.acc(c) / denominator);
+      for (Index c = 0; c < d; ++c) out(i, h * d + c) = st.acc(c) / denominator;
     }
   });
   return out;
+}
+
+Mat sparse_mqa(const Mat& q, const Mat& kv, const Vec& sink, const IndexMat& indices, int n_heads, double softmax_scale,
+               const PrecisionPolicy& p) {
+  return rounded(p.activations, sparse_mqa_before_rounding(q, kv, sink, indices, n_heads, softmax_scale, p));
 }
 
 }  // namespace dsv4::ref

@@ -19,5 +19,8 @@ namespace dsv4::ref {
 // Throws std::out_of_range for an index outside [-1, n).
 Mat sparse_mqa(const Mat& q, const Mat& kv, const Vec& sink, const IndexMat& indices, int n_heads, double softmax_scale,
                const PrecisionPolicy& p);
+// The output before its final rounding to p.activations: acc / denominator, of fp32 operands.
+Mat sparse_mqa_before_rounding(const Mat& q, const Mat& kv, const Vec& sink, const IndexMat& indices, int n_heads,
+                               double softmax_scale, const PrecisionPolicy& p);
 
 }  // namespace dsv4::ref

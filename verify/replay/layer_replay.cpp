@@ -12,11 +12,10 @@
 #include <stdexcept>
 #include <utility>
 
-#include "reference/pre_quant.h"
 #include "reference/stage_registry.h"
 #include "verify/capture/capture_error.h"
 #include "verify/capture/tensor_convert.h"
-#include "verify/replay/pre_quant_recorder.h"
+#include "verify/replay/pre_rounding_recorder.h"
 
 namespace dsv4::verify {
 
@@ -211,9 +210,9 @@ ReplayedCall LayerReplay::replay_call(const CallCapture& call) {
         local && ratio == 4 ? cap.states("indexer/compressor/state", 4, cfg.index_head_dim) : nullptr;
     std::vector<ref::StageOutputs> outputs;
     std::vector<ref::Mat> tie_scores;  // per sequence: the scores the indexer's top-k was selected from
-    // Where the oracle computes every stage, it keeps its values before the block quantizations
-    // (bit for bit the same stages: PreQuantRecorder runs the oracle's own two steps).
-    PreQuantRecorder recorder;
+    // Where the oracle computes every stage, it keeps its values before each stage's final rounding
+    // (bit for bit the same stages: PreRoundingRecorder runs the oracle's own two steps).
+    PreRoundingRecorder recorder;
     const bool record_pre_rounding = backend_.name() == ref::oracle_stages().name();
     const ref::StageProvider& provider = record_pre_rounding ? recorder : backend_;
     for (int b = 0; b < call.batch; ++b) {
@@ -245,11 +244,9 @@ ReplayedCall LayerReplay::replay_call(const CallCapture& call) {
                           : declined.empty()          ? backend_.name()
                                                       : "oracle (" + backend_.name() + " declines: " + declined + ")";
     }
-    for (auto& [name, mats] : recorder.take()) {
-      const ref::PreQuantDef* d = ref::find_pre_quant(name);
-      if (d != nullptr && mats.size() == static_cast<size_t>(call.batch))
-        values[std::string(ref::stage(d->stage).name)].pre_rounding = std::move(mats);
-    }
+    for (auto& [stage, mats] : recorder.take())
+      if (mats.size() == static_cast<size_t>(call.batch))
+        values[std::string(ref::stage(stage).name)].pre_rounding = std::move(mats);
     return values;
   };
 

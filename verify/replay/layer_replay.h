@@ -35,9 +35,9 @@ struct StageValue {
   std::vector<int> rows;               // state stages: the meaningful rows (the same for every sequence)
   std::vector<std::string> notes;      // inputs that did not come from where the mode says
   std::string computed_by;             // the backend's name
-  // Block-quantized stages (reference/pre_quant.h), when the oracle computed them: the oracle's
-  // value before that quantization, per sequence; the replay judges the stage's flips by it
-  // (compare_rounded, docs/tolerances.md F5). Empty otherwise.
+  // Rounded stages (the block-quantized ones of reference/pre_quant.h and the bf16 ones), when the
+  // oracle computed them: the oracle's value before the stage's final rounding, per sequence; the
+  // replay judges the stage's flips by it (compare_rounded, docs/tolerances.md F5). Empty otherwise.
   std::vector<ref::Mat> pre_rounding;
 };
 using CallValues = std::map<std::string, StageValue, std::less<>>;

@@ -15,7 +15,7 @@
 #include "reference/stage_registry.h"
 #include "reference/weights.h"
 #include "verify/capture/tensor_convert.h"
-#include "verify/replay/pre_quant_recorder.h"
+#include "verify/replay/pre_rounding_recorder.h"
 
 namespace dsv4::verify {
 
@@ -120,7 +120,7 @@ Capture synthesize_capture(const SynthOptions& o) {
   cfg.compress_ratios = o.ratios;
 
   // The oracle, keeping its pre-quantization values, with the bug injected where one is asked for.
-  PreQuantRecorder recorder;
+  PreRoundingRecorder recorder;
   std::optional<ref::MutatedStages> mutated;
   if (o.mutation) mutated.emplace(recorder, *o.mutation);
   const ref::StageProvider& stages = mutated ? static_cast<const ref::StageProvider&>(*mutated) : recorder;
@@ -190,10 +190,10 @@ Capture synthesize_capture(const SynthOptions& o) {
         }
       }
       w.results(attention.forward_batch(xs, start, *cache, stages));
-      std::map<std::string, std::vector<ref::Mat>> pre_quant = recorder.take();
+      std::map<ref::Stage, std::vector<ref::Mat>> before_rounding = recorder.take();
       if (o.pre_quant)
         for (const ref::PreQuantDef& d : ref::pre_quant_datasets())
-          if (auto it = pre_quant.find(std::string(d.name)); it != pre_quant.end()) w.pre_quant(d, it->second);
+          if (auto it = before_rounding.find(d.stage); it != before_rounding.end()) w.pre_quant(d, it->second);
       layer.calls.push_back(std::move(call));
       start += s;
     }
