@@ -14,8 +14,6 @@ namespace dsv4::verify {
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-
 // What one tested value is, on one grid, against the pre-rounding value p with bound e.
 struct Judgement {
   bool differs = false;    // t is not the grid's rounding of p
@@ -294,7 +292,7 @@ DenseMetrics compare_rounded(std::span<const double> ref, std::span<const double
       if (!failed) continue;
       m.failed_gates.push_back(gate);
       if (!std::isinf(m.worst_ratio)) {
-        m.worst_ratio = kInf;
+        m.worst_ratio = std::numeric_limits<double>::infinity();
         m.worst_ratio_gate = gate;
       }
     }
