@@ -6,7 +6,7 @@
 //   Logits/decode   batch 128 x 65536 keys of a paged cache, one query each: bytes = the cache's
 //                   bytes (code bytes + 4-byte scale word a key) + the fp32 logits written, reported as
 //                   bytes_per_second (effective bandwidth);
-//   TopK            262144 candidates x batch 1 and 16384 x batch 128, k 512 (and 1024);
+//   TopK            262144 candidates x batch 1 and 16384 x batch 128, k 512 (and 1024; and relu'd scores);
 //   QPath           4096 tokens x 64 heads;
 //   CopyD2D         the memory ceiling.
 // The PyTorch alternatives (bf16 einsum, torch.topk) run in bench/torch_indexer_bench.py in the same
@@ -186,8 +186,20 @@ void BM_LogitsDecode(benchmark::State& state, IndexerFormat f, ScoreStorage st, 
 
 // ---- top-k -------------------------------------------------------------------------------------------
 
-void BM_TopK(benchmark::State& state, Variant v, int rows, int64_t n, int k) {
+// relu: every negative score replaced by 0, half the candidates on one plateau (a single head's
+// relu(q . k) logits): the histogram's same-bin atomics and the plateau path of v3.
+__global__ void relu_inplace(float* p, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    p[i] = p[i] > 0.0f ? p[i] : 0.0f;
+}
+
+void BM_TopK(benchmark::State& state, Variant v, int rows, int64_t n, int k, bool relu) {
   const DeviceBuffer<float> scores = random_floats(rows * n, -1.0f, 1.0f, 7);
+  if (relu) {
+    relu_inplace<<<1024, 256>>>(scores.get(), rows * n);
+    CUDA_CHECK_LAUNCH();
+  }
   const DeviceBuffer<int32_t> lens(std::vector<int32_t>(static_cast<size_t>(rows), static_cast<int32_t>(n)));
   DeviceBuffer<int32_t> out(static_cast<size_t>(rows) * k);
   time_it(state, [&] { topk(rows, scores.get(), n, lens.get(), n, k, 0, out.get(), v); });
@@ -254,11 +266,19 @@ void register_all() {
     for (int k : {512, 1024}) {
       reg(
           std::string("TopK/") + variant_name(v) + "/b1/n262144/k" + std::to_string(k),
-          [=](benchmark::State& s) { BM_TopK(s, v, 1, 262144, k); }, 50);
+          [=](benchmark::State& s) { BM_TopK(s, v, 1, 262144, k, false); }, 50);
       reg(
           std::string("TopK/") + variant_name(v) + "/b128/n16384/k" + std::to_string(k),
-          [=](benchmark::State& s) { BM_TopK(s, v, 128, 16384, k); }, 50);
+          [=](benchmark::State& s) { BM_TopK(s, v, 128, 16384, k, false); }, 50);
     }
+  for (Variant v : {Variant::v2, Variant::v3}) {
+    reg(
+        std::string("TopK/") + variant_name(v) + "/b1/n262144/k512/relu",
+        [=](benchmark::State& s) { BM_TopK(s, v, 1, 262144, 512, true); }, 50);
+    reg(
+        std::string("TopK/") + variant_name(v) + "/b128/n16384/k512/relu",
+        [=](benchmark::State& s) { BM_TopK(s, v, 128, 16384, 512, true); }, 50);
+  }
   for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8})
     for (Variant v : {Variant::v1, Variant::v2})
       reg(

@@ -348,6 +348,8 @@ TEST_CASE("top-k v3 plan: slices and warp segments partition each row in index o
   CHECK(plan::cluster_size(262144, 16) == 16);
   CHECK(plan::cluster_size(262144, 8) == 8);
   CHECK(plan::cluster_size(1 << 20, 16) == 16);
+  CHECK(plan::cluster_size(1 << 30, plan::kMaxCluster) == plan::kMaxCluster);
+  CHECK(plan::kChunk == 4 * 32);
   int64_t bad = 0;
   std::vector<int64_t> lens{0,     1,     31,    32,     33,     1000,   1024,   1025,   16383,  16384,
                             16385, 32768, 32769, 100000, 262143, 262144, 262145, 524288, 1000000};
@@ -355,13 +357,14 @@ TEST_CASE("top-k v3 plan: slices and warp segments partition each row in index o
     for (int c : {1, 2, 3, 8, 16}) {
       int64_t next = 0;  // the next index the walk must reach, in rank, warp, chunk order
       const bool resident = plan::slice_part(len, c) <= plan::kResident;
-      bad += plan::slice_part(len, c) % 32 != 0 || plan::slice_part(len, c) * c < len;
+      bad += plan::slice_part(len, c) % plan::kChunk != 0 || plan::slice_part(len, c) * c < len;
       for (int r = 0; r < c; ++r) {
         const plan::Slice s = plan::slice_of(len, c, r);
-        bad += s.lo != next || s.hi < s.lo || s.seg % 32 != 0 || s.seg * plan::kWarps < s.hi - s.lo;
-        if (resident) bad += s.hi - s.lo > plan::kResident;
+        bad += s.lo != next || s.hi < s.lo || s.seg % plan::kChunk != 0 || s.seg * plan::kWarps < s.hi - s.lo;
+        if (resident) bad += plan::whole_chunks(s.hi - s.lo) > plan::kResident;
         for (int w = 0; w < plan::kWarps; ++w) {
           bad += plan::warp_begin(s, w) != next;
+          bad += plan::warp_begin(s, w) < s.hi && (plan::warp_begin(s, w) - s.lo) % plan::kChunk != 0;
           bad += plan::warp_end(s, w) < plan::warp_begin(s, w) || plan::warp_end(s, w) > s.hi;
           next = plan::warp_end(s, w);
         }

@@ -1,14 +1,18 @@
 // v3 of the top-k (topk_api.h): a cluster of C CTAs per row (one per 16384 candidates of the longest
 // row, up to 16 where the GPU schedules 16-CTA clusters, else 8), one launch. Each CTA copies its
-// slice into shared memory with asynchronous copies all in flight at once (a slice longer than
-// 32768 is re-read from global memory in every pass). Radix select of the k-th key in 3 passes of
-// 11, 11 and 10 bits: each pass every CTA counts its slice into its own histogram (double-buffered,
-// so one cluster barrier a pass), then every thread adds its 2 bins over the cluster's CTAs through
-// distributed shared memory and one block scan finds the digit. The ties at the k-th key are shared
-// out by index without another pass: CTA r's count of them is bin d of its last histogram, the
-// lower ranks' counts say how many it takes; only a CTA that takes some but not all of its ties
-// counts them per warp. The picks go to CTA 0 (one atomic a warp and chunk), which sorts them with
-// a bitonic network held in registers (strides below 32 by shuffles, the others through shared
+// slice into shared memory with asynchronous copies all in flight at once and turns the scores into
+// order keys in place (a slice longer than 32768 is re-read from global memory in every pass). A warp
+// reads 4 consecutive keys a lane (a chunk of 128). Radix select of the k-th key in 3 passes of 11,
+// 11 and 10 bits: each pass every CTA counts its slice into its own histogram with one shared
+// atomic a counted key (one a chunk where the whole chunk holds one key: ReLU's zero plateaus);
+// after a cluster barrier CTA r adds up its share of the bins (bins/C of them) over the cluster's
+// CTAs through distributed shared memory; after a second one every CTA finds the share that holds
+// the k-th key from the C share totals and the digit from that share's bins (one block scan). The
+// ties at the k-th key are shared out by index without another pass: CTA r's count of them is bin
+// d of its last histogram, the lower ranks' counts say how many it takes; only a CTA that takes
+// some but not all of its ties counts them per warp. The picks go to CTA 0 (one atomic a warp and
+// chunk), which sorts them with a bitonic network unrolled for its size and held in registers (one
+// element a thread up to 1024 picks; strides below 32 by shuffles, the others through shared
 // memory) and writes the row. Selection rule and output: v1's (docs/cuda-indexer.md).
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
@@ -34,15 +38,17 @@ using namespace topk_v3_plan;
 constexpr unsigned kFull = 0xffffffffu;
 
 struct Smem {
-  float x[kResident];          // the slice as stored (order keys are computed on each read)
+  uint32_t keys[kResident];    // the slice's order keys (copied as scores, converted in place), 0 to the chunk's end
   unsigned hist[2][kMaxBins];  // this CTA's counts; pass p uses hist[p % 2]
+  unsigned share[kMaxBins];    // this CTA's share of the bins, summed over the cluster (the current pass)
+  unsigned share_total[2];     // their sum; pass p uses share_total[p % 2]
   uint64_t picks[kMaxTopk];    // CTA 0's list
   int scratch[33];
   int warp_ties[kWarps];
   int digit, above, n_picks;
 };
 
-__device__ inline void copy4_async(float* dst, const float* src) {
+__device__ inline void copy4_async(uint32_t* dst, const float* src) {
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
 }
@@ -51,49 +57,76 @@ __device__ inline void copies_wait_all() {
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
 
-// Adds 1 to hist[bin] for every active lane, one shared atomic per distinct bin of the warp (as v2:
-// ReLU's zero plateaus would otherwise serialise on one address). Every lane of the warp calls it.
-__device__ inline void hist_add(unsigned* hist, unsigned bin, bool active) {
-  const unsigned lanes = __ballot_sync(kFull, active);
-  if (!active) return;
-  const unsigned peers = __match_any_sync(lanes, bin);
-  if (static_cast<int>(threadIdx.x % 32) == __ffs(peers) - 1)
-    atomicAdd(&hist[bin], static_cast<unsigned>(__popc(peers)));
+// 32-bit shared-memory addresses, computed once (the generic ones cost a cluster-window computation
+// at every use under this kernel's 64 registers).
+__device__ inline unsigned shared_address(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+__device__ inline void shared_add(unsigned address, unsigned v) {
+  asm volatile("red.shared.add.u32 [%0], %1;\n" ::"r"(address), "r"(v) : "memory");
+}
+__device__ inline uint4 shared_load4(unsigned address) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(address));
+  return v;
+}
+
+// The 4 keys of a lane: candidates first .. first+3 of a chunk.
+struct Keys4 {
+  uint32_t k[4];
+};
+
+// One compare-exchange of the network: the larger of the pair where keep_max, else the smaller (the
+// composites are distinct, or both 0).
+__device__ inline uint64_t exchanged(uint64_t v, uint64_t other, bool keep_max) { return (other > v) == keep_max ? other : v; }
+
+// The bitonic network of kSize (64 .. 2048) positions, unrolled: thread t holds positions t and
+// t + kThreads in v (the second only when kSize > kThreads); the warps past kSize only meet the
+// barriers of the strides >= 32, which go through list (room for kSize). Every thread calls it.
+template <int kSize>
+__device__ inline void bitonic_network(uint64_t* list, uint64_t (&v)[2]) {
+  constexpr int kHeld = kSize > kThreads ? 2 : 1;
+  const int t = threadIdx.x;
+  const bool idle = (t & ~31) >= kSize;
+#pragma unroll
+  for (int span = 2; span <= kSize; span <<= 1)
+#pragma unroll
+    for (int stride = span / 2; stride > 0; stride >>= 1) {
+      uint64_t other[2] = {0, 0};
+      if (stride < 32) {
+        if (!idle)
+#pragma unroll
+          for (int e = 0; e < kHeld; ++e) other[e] = __shfl_xor_sync(kFull, v[e], stride);
+      } else if (stride == kThreads) {
+        other[0] = v[1];
+        other[1] = v[0];
+      } else {
+        if (!idle)
+#pragma unroll
+          for (int e = 0; e < kHeld; ++e) list[t + kThreads * e] = v[e];
+        __syncthreads();
+        if (!idle)
+#pragma unroll
+          for (int e = 0; e < kHeld; ++e) other[e] = list[(t + kThreads * e) ^ stride];
+        __syncthreads();
+      }
+      if (!idle)
+#pragma unroll
+        for (int e = 0; e < kHeld; ++e) v[e] = exchanged(v[e], other[e], bitonic_keeps_max(t + kThreads * e, stride, span));
+    }
 }
 
 // The n (<= kMaxTopk) distinct nonzero composites at list[0 .. n) sorted descending; thread t
 // returns positions t and t + kThreads of the result (0 past n). Every thread calls it.
 __device__ inline void sort_descending(uint64_t* list, int n, uint64_t (&v)[2]) {
   const int t = threadIdx.x;
-  int size = 64;
-  while (size < n) size <<= 1;
 #pragma unroll
   for (int e = 0; e < 2; ++e) v[e] = t + kThreads * e < n ? list[t + kThreads * e] : 0;
   __syncthreads();  // every read of the list done before the first exchange writes it
-  for (int span = 2; span <= size; span <<= 1)
-    for (int stride = span / 2; stride > 0; stride >>= 1) {
-      uint64_t other[2];
-      if (stride < 32) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) other[e] = __shfl_xor_sync(kFull, v[e], stride);
-      } else if (stride == kThreads) {
-        other[0] = v[1];
-        other[1] = v[0];
-      } else {
-#pragma unroll
-        for (int e = 0; e < 2; ++e)
-          if (t + kThreads * e < size) list[t + kThreads * e] = v[e];
-        __syncthreads();
-#pragma unroll
-        for (int e = 0; e < 2; ++e) other[e] = t + kThreads * e < size ? list[(t + kThreads * e) ^ stride] : 0;
-        __syncthreads();
-      }
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const uint64_t hi = v[e] > other[e] ? v[e] : other[e], lo = v[e] > other[e] ? other[e] : v[e];
-        v[e] = bitonic_keeps_max(t + kThreads * e, stride, span) ? hi : lo;
-      }
-    }
+  if (n <= 64) bitonic_network<64>(list, v);
+  else if (n <= 128) bitonic_network<128>(list, v);
+  else if (n <= 256) bitonic_network<256>(list, v);
+  else if (n <= 512) bitonic_network<512>(list, v);
+  else if (n <= 1024) bitonic_network<1024>(list, v);
+  else bitonic_network<2048>(list, v);
 }
 
 __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) {
@@ -110,51 +143,120 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
   const Slice s = slice_of(len, c, rank);
   const bool resident = slice_part(len, c) <= kResident;
   if (resident) {
-    for (int64_t i = s.lo + t; i < s.hi; i += kThreads) copy4_async(&sm.x[i - s.lo], x + i);
+    for (int64_t i = s.lo + t; i < s.hi; i += kThreads) copy4_async(&sm.keys[i - s.lo], x + i);
     copies_wait_all();
+    __syncthreads();
+    const int filled = static_cast<int>(s.hi - s.lo), padded = static_cast<int>(whole_chunks(filled));
+    for (int o = 4 * t; o < padded; o += 4 * kThreads) {
+      uint4 v = *reinterpret_cast<const uint4*>(&sm.keys[o]);
+      v.x = o < filled ? order_key(bits_float(v.x)) : 0;
+      v.y = o + 1 < filled ? order_key(bits_float(v.y)) : 0;
+      v.z = o + 2 < filled ? order_key(bits_float(v.z)) : 0;
+      v.w = o + 3 < filled ? order_key(bits_float(v.w)) : 0;
+      *reinterpret_cast<uint4*>(&sm.keys[o]) = v;
+    }
   }
   if (rank == 0 && t == 0) sm.n_picks = 0;
   __syncthreads();
-  auto key_at = [&](int64_t i) { return order_key(resident ? sm.x[i - s.lo] : x[i]); };
-  const int64_t w_lo = warp_begin(s, warp), w_hi = warp_end(s, warp);
+  // This warp's segment as offsets into the slice: [w_lo, w_hi), whole chunks but the last.
+  const int w_lo = static_cast<int>(warp_begin(s, warp) - s.lo), w_hi = static_cast<int>(warp_end(s, warp) - s.lo);
+  const unsigned keys_base = shared_address(sm.keys) + 16u * static_cast<unsigned>(lane);
+  // The keys of this lane in the chunk at slice offset `o` (0 past the warp's segment).
+  auto keys_at = [&](int o) {
+    Keys4 r;
+    if (resident) {
+      const uint4 v = shared_load4(keys_base + 4u * static_cast<unsigned>(o));
+      r = {{v.x, v.y, v.z, v.w}};
+    } else {
+      const int i = o + 4 * lane;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) r.k[j] = i + j < w_hi ? order_key(x[s.lo + i + j]) : 0;
+    }
+    return r;
+  };
 
   uint32_t prefix = 0, mask = 0;  // the digits of the k-th key found so far
   int need = a.k;                 // keys with this prefix still to pick
   bool take_all = false;          // at most k visible keys: every one is picked
   int digit = 0;
+#pragma unroll
   for (int p = 0; p < kPasses; ++p) {
     const int shift = digit_shift(p), bins = digit_bins(p);
     unsigned* hist = sm.hist[p % 2];
+    const unsigned hist_base = shared_address(hist);
     for (int b = t; b < bins; b += kThreads) hist[b] = 0;
+    if (t == 0) sm.share_total[p % 2] = 0;
     __syncthreads();
-    for (int64_t base = w_lo; base < w_hi; base += 32) {
-      const int64_t i = base + lane;
-      const uint32_t key = i < w_hi ? key_at(i) : 0;
-      hist_add(hist, (key >> shift) & static_cast<uint32_t>(bins - 1), key != 0 && (key & mask) == prefix);
-    }
-    // Every CTA's counts complete. hist[p % 2] was last read by the other CTAs in pass p - 2, before
-    // they arrived at pass p - 1's barrier, so clearing it above raced with nobody.
-    cluster.sync();
-    unsigned count_hi = 0, count_lo = 0;  // the cluster's counts of this thread's 2 bins
-    const int top = high_bin(bins, t);
-    if (top > 0)
-      for (int r = 0; r < c; ++r) {
-        const uint2 pair = *reinterpret_cast<const uint2*>(cluster.map_shared_rank(hist, r) + top - 1);
-        count_lo += pair.x;
-        count_hi += pair.y;
+    for (int o = w_lo; o < w_hi; o += kChunk) {
+      const Keys4 r = keys_at(o);
+      const uint32_t first = __shfl_sync(kFull, r.k[0], 0);
+      if (__all_sync(kFull, r.k[0] == first && r.k[1] == first && r.k[2] == first && r.k[3] == first)) {
+        // One key over the whole chunk (keys past the segment are 0, so these are 128 candidates).
+        if (lane == 0 && first != 0 && (first & mask) == prefix)
+          shared_add(hist_base + 4u * ((first >> shift) & static_cast<uint32_t>(bins - 1)), kChunk);
+        continue;
       }
-    int total = 0;
-    const int higher = topk_block::exclusive_scan(static_cast<int>(count_hi + count_lo), sm.scratch, total);
-    if (p == 0 && total <= a.k) {  // the same in every thread of the cluster
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (r.k[j] != 0 && (r.k[j] & mask) == prefix)
+          shared_add(hist_base + 4u * ((r.k[j] >> shift) & static_cast<uint32_t>(bins - 1)), 1u);
+    }
+    // Every CTA's counts complete. hist[p % 2] and share_total[p % 2] were last read by the other
+    // CTAs in pass p - 2, before pass p - 1's barriers, so clearing them above raced with nobody;
+    // share was last read in pass p - 1, before the other CTAs arrived here.
+    cluster.sync();
+    // This CTA's share: bins [share_lo, share_lo + share_bins), each summed over the c CTAs with 4
+    // remote reads in flight at a time.
+    const int per_cta = (bins + c - 1) / c;
+    const int share_lo = min(bins, rank * per_cta), share_bins = min(bins, share_lo + per_cta) - share_lo;
+    unsigned mine = 0;
+    for (int b = t; b < share_bins; b += kThreads) {
+      unsigned sum = 0;
+      for (int r0 = 0; r0 < c; r0 += 4) {
+        unsigned part[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) part[q] = r0 + q < c ? cluster.map_shared_rank(hist, r0 + q)[share_lo + b] : 0u;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) sum += part[q];
+      }
+      sm.share[b] = sum;
+      mine += sum;
+    }
+    mine = __reduce_add_sync(kFull, mine);
+    if (lane == 0 && mine != 0) atomicAdd(&sm.share_total[p % 2], mine);
+    cluster.sync();
+    // The share that holds the need-th key from the top (higher ranks hold higher bins): lane r of
+    // every warp reads rank r's total.
+    const unsigned total_r = lane < c ? cluster.map_shared_rank(sm.share_total, lane)[p % 2] : 0u;
+    unsigned suffix = total_r;  // keys in the shares of ranks >= lane
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      const unsigned y = __shfl_down_sync(kFull, suffix, off);
+      if (lane + off < 32) suffix += y;
+    }
+    const unsigned all_keys = __shfl_sync(kFull, suffix, 0);
+    if (p == 0 && all_keys <= static_cast<unsigned>(a.k)) {  // the same in every thread of the cluster
       take_all = true;
       break;
     }
-    if (top > 0) {
+    const unsigned above_share = suffix - total_r;  // keys in the shares above lane's
+    const unsigned holds = __ballot_sync(kFull, lane < c && above_share < static_cast<unsigned>(need) &&
+                                                    static_cast<unsigned>(need) <= suffix);
+    const int holder = __ffs(holds) - 1;
+    const int above_holder = static_cast<int>(__shfl_sync(kFull, above_share, holder));
+    const int holder_lo = min(bins, holder * per_cta), holder_bins = min(bins, holder_lo + per_cta) - holder_lo;
+    // The digit inside the holder's share: thread t owns its bins top-2t and top-2t-1 (from the top).
+    const unsigned* held = cluster.map_shared_rank(sm.share, holder);
+    const int top = holder_bins - 1 - 2 * t;
+    const unsigned count_hi = top >= 0 ? held[top] : 0u, count_lo = top >= 1 ? held[top - 1] : 0u;
+    int share_sum = 0;
+    const int higher = above_holder + topk_block::exclusive_scan(static_cast<int>(count_hi + count_lo), sm.scratch, share_sum);
+    if (top >= 0) {
       if (higher < need && need <= higher + static_cast<int>(count_hi)) {
-        sm.digit = top;
+        sm.digit = holder_lo + top;
         sm.above = higher;
       } else if (higher + static_cast<int>(count_hi) < need && need <= higher + static_cast<int>(count_hi + count_lo)) {
-        sm.digit = top - 1;
+        sm.digit = holder_lo + top - 1;
         sm.above = higher + static_cast<int>(count_hi);
       }
     }
@@ -164,45 +266,68 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
     prefix |= static_cast<uint32_t>(digit) << shift;
     mask |= static_cast<uint32_t>(bins - 1) << shift;
   }
-  // Unless take_all: prefix is the k-th key K; pick every key > K and the `need` lowest-indexed
-  // keys == K. This CTA's keys == K: bin `digit` of its last histogram; the lower ranks' ones come
-  // first. Nobody writes a histogram after the last pass.
+  // Unless take_all: prefix is the k-th key K (visible, so not 0); pick every key > K and the `need`
+  // lowest-indexed keys == K. This CTA's keys == K: bin `digit` of its last histogram; the lower
+  // ranks' ones come first (lane r of every warp reads rank r's). Nobody writes a histogram after
+  // the last pass.
   int tie_take = 0, tie_mine = 0;
   if (!take_all) {
     unsigned* last = sm.hist[(kPasses - 1) % 2];
-    int before = 0;
-    for (int r = 0; r < rank; ++r) before += static_cast<int>(cluster.map_shared_rank(last, r)[digit]);
+    const unsigned theirs = lane < rank ? cluster.map_shared_rank(last, lane)[digit] : 0u;
+    const int before = static_cast<int>(__reduce_add_sync(kFull, theirs));
     tie_mine = static_cast<int>(last[digit]);
     tie_take = need - before < 0 ? 0 : (need - before > tie_mine ? tie_mine : need - before);
   }
   const bool ties_partial = tie_take > 0 && tie_take < tie_mine;  // uniform in the CTA
   int tie_rank = 0;  // keys == K before this lane's chunk in this CTA (partial only)
   if (ties_partial) {
-    int mine = 0;
-    for (int64_t base = w_lo; base < w_hi; base += 32) {
-      const int64_t i = base + lane;
-      mine += __popc(__ballot_sync(kFull, i < w_hi && key_at(i) == prefix));
+    unsigned mine = 0;
+    for (int o = w_lo; o < w_hi; o += kChunk) {
+      const Keys4 r = keys_at(o);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) mine += r.k[j] == prefix;
     }
-    if (lane == 0) sm.warp_ties[warp] = mine;
+    mine = __reduce_add_sync(kFull, mine);
+    if (lane == 0) sm.warp_ties[warp] = static_cast<int>(mine);
     __syncthreads();
     for (int w = 0; w < warp; ++w) tie_rank += sm.warp_ties[w];
   }
   int* count0 = cluster.map_shared_rank(&sm.n_picks, 0);
   uint64_t* picks0 = cluster.map_shared_rank(sm.picks, 0);
-  for (int64_t base = w_lo; base < w_hi; base += 32) {
-    const int64_t i = base + lane;
-    const uint32_t key = i < w_hi ? key_at(i) : 0;
-    bool pick = take_all ? key != 0 : key > prefix;
-    const bool tie = !take_all && key == prefix && key != 0;
-    const unsigned ties = __ballot_sync(kFull, tie);
-    if (tie) pick = tie_take == tie_mine || (ties_partial && tie_rank + __popc(ties & below) < tie_take);
-    tie_rank += __popc(ties);
-    const unsigned picked = __ballot_sync(kFull, pick);
-    if (picked == 0) continue;
+  for (int o = w_lo; o < w_hi; o += kChunk) {
+    const Keys4 r = keys_at(o);
+    bool pick[4];
+    unsigned ties[4], picked[4];
+    int ties_before = 0, ties_in_chunk = 0;  // keys == K in the chunk before this lane's, and in all
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      pick[j] = take_all ? r.k[j] != 0 : r.k[j] > prefix;
+      ties[j] = __ballot_sync(kFull, !take_all && r.k[j] == prefix);
+      ties_before += __popc(ties[j] & below);
+      ties_in_chunk += __popc(ties[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if ((ties[j] >> lane) & 1u) {
+        pick[j] = tie_take == tie_mine || (ties_partial && tie_rank + ties_before < tie_take);
+        ++ties_before;  // this lane's later keys come after this one
+      }
+    tie_rank += ties_in_chunk;
+    int picks_before = 0, picks_in_chunk = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      picked[j] = __ballot_sync(kFull, pick[j]);
+      picks_before += __popc(picked[j] & below);
+      picks_in_chunk += __popc(picked[j]);
+    }
+    if (picks_in_chunk == 0) continue;
     int slot = 0;
-    if (lane == 0) slot = atomicAdd(count0, __popc(picked));
-    slot = __shfl_sync(kFull, slot, 0);
-    if (pick) picks0[slot + __popc(picked & below)] = composite(key, static_cast<uint32_t>(i));
+    if (lane == 0) slot = atomicAdd(count0, picks_in_chunk);
+    slot = __shfl_sync(kFull, slot, 0) + picks_before;
+    const int64_t i = s.lo + o + 4 * lane;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (pick[j]) picks0[slot++] = composite(r.k[j], static_cast<uint32_t>(i + j));
   }
   cluster.sync();  // every pick is in CTA 0's list; no CTA touches another's memory after this
   if (rank != 0) return;

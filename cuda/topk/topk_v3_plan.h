@@ -11,6 +11,8 @@ namespace dsv4::cuda::topk_v3_plan {
 
 inline constexpr int kThreads = 1024;
 inline constexpr int kWarps = kThreads / 32;
+inline constexpr int kChunk = 128;          // candidates a warp reads at once: 4 consecutive ones a lane
+inline constexpr int kMaxCluster = 16;      // CTAs a row gets at most
 inline constexpr int kResident = 32768;     // keys of a CTA's slice held in shared memory (128 KiB)
 inline constexpr int kTargetSlice = 16384;  // a row gets one more CTA per 16384 candidates
 inline constexpr int kPasses = 3;           // digits of 11, 11 and 10 bits: 32 bits in all
@@ -22,12 +24,16 @@ DSV4_HD inline int cluster_size(int64_t max_length, int max_cluster) {
   return c < 1 ? 1 : (c > max_cluster ? max_cluster : static_cast<int>(c));
 }
 
-// Candidates of a CTA's slice (the same for every CTA of a launch with this row length): a
-// multiple of 32, so that a slice of <= kResident candidates fits its shared-memory buffer.
-DSV4_HD inline int64_t slice_part(int64_t len, int c) { return ((len + c - 1) / c + 31) / 32 * 32; }
+DSV4_HD inline int64_t whole_chunks(int64_t n) { return (n + kChunk - 1) / kChunk * kChunk; }
+
+// Candidates of a CTA's slice (the same for every CTA of a launch with this row length): whole
+// chunks, so that a slice of <= kResident candidates fits its shared-memory buffer with the tail of
+// its last chunk.
+DSV4_HD inline int64_t slice_part(int64_t len, int c) { return whole_chunks((len + c - 1) / c); }
 
 // CTA `rank` of the row's cluster owns [lo, hi); warp w of it walks [lo + w seg, lo + (w+1) seg)
-// clipped to hi, 32 consecutive candidates an iteration. Ranks and warps hold increasing indices.
+// clipped to hi, one chunk an iteration (lane l: the chunk's candidates 4l .. 4l+3). Ranks, warps,
+// chunks and lanes hold increasing indices.
 struct Slice {
   int64_t lo, hi, seg;
 };
@@ -35,7 +41,7 @@ DSV4_HD inline Slice slice_of(int64_t len, int c, int rank) {
   const int64_t part = slice_part(len, c);
   const int64_t lo = rank * part < len ? rank * part : len;
   const int64_t hi = lo + part < len ? lo + part : len;
-  const int64_t seg = ((hi - lo + kWarps - 1) / kWarps + 31) / 32 * 32;
+  const int64_t seg = whole_chunks((hi - lo + kWarps - 1) / kWarps);
   return {lo, hi, seg};
 }
 DSV4_HD inline int64_t warp_begin(const Slice& s, int w) { return s.lo + w * s.seg < s.hi ? s.lo + w * s.seg : s.hi; }
