@@ -130,8 +130,8 @@ __device__ inline void load_tile(Smem<F, S>& sm, int st, uint32_t first_key, con
       const int64_t at = __shfl_sync(0xffffffffu, my_codes, page_walk::warp_key(kWords, lane, p));
       const bool valid = at >= 0;
       const uint8_t* key_bytes = s.pool + (valid ? at : 0);
-      uint8_t* dst = F == IndexerFormat::fp8 ? codes + wgmma::tile_offset(kTileKeys, u.row, u.byte)
-                                             : codes + u.row * kCb + u.byte;
+      uint8_t* dst =
+          F == IndexerFormat::fp8 ? codes + wgmma::tile_offset(kTileKeys, u.row, u.byte) : codes + u.row * kCb + u.byte;
       copy4(dst, key_bytes + u.byte, valid);
       if (u.byte == 0) copy4(scales + kIndexerScaleBytes * u.row, key_bytes + kCb, valid);  // the slot's scale word
     }

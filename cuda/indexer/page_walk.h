@@ -21,7 +21,7 @@
 namespace dsv4::cuda::page_walk {
 
 struct PageDivider {
-  uint32_t page_keys = 1;  // d
+  uint32_t page_keys = 1;     // d
   uint32_t magic = 1u << 31;  // m
   uint32_t shift = 31;        // 31 + l
 };
@@ -54,7 +54,7 @@ DSV4_HD inline PageSlot split(const PageDivider& div, uint32_t t) {
 // within its page is a 32-bit product and the page's start one 32 x 32 -> 64-bit multiply.
 struct SlotStrides {
   uint32_t page_bytes = 0;
-  uint32_t code_stride = 0;   // interleaved: code_bytes + 4; deepgemm: code_bytes
+  uint32_t code_stride = 0;  // interleaved: code_bytes + 4; deepgemm: code_bytes
   uint32_t scale_base = 0;
   uint32_t scale_stride = 0;  // interleaved: code_bytes + 4; deepgemm: 4
 };

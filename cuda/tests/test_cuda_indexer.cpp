@@ -474,7 +474,8 @@ struct PagedCall {
     for (int b = 0; b < batch(); ++b) {
       in.k = keys[static_cast<size_t>(b)];  // the reference reads sequence b's keys
       for (int64_t t = 0; t < n_cols; ++t)
-        cmp.add(got[static_cast<size_t>(b * n_cols + t)], t < lens[static_cast<size_t>(b)] ? in.logit(b, t, st) : -kInf);
+        cmp.add(got[static_cast<size_t>(b * n_cols + t)],
+                t < lens[static_cast<size_t>(b)] ? in.logit(b, t, st) : -kInf);
     }
     return cmp;
   }

@@ -234,9 +234,9 @@ TEST_CASE("decode v3 page walk: slot offsets equal key_offsets in both layouts, 
         for (uint32_t page : {0u, 1u, 7u, 200000u})  // page 200000 of 256 FP8 keys: offsets past 2^32
           for (int slot = 0; slot < page_keys; ++slot) {
             const cuda::KeyOffsets want = cuda::key_offsets(layout, f, page_keys, page, slot);
-            bad += pw::code_offset(strides, page, static_cast<uint32_t>(slot)) != static_cast<uint64_t>(want.codes) ||
-                   pw::scale_offset(strides, page, static_cast<uint32_t>(slot)) !=
-                       static_cast<uint64_t>(want.scale_word);
+            bad +=
+                pw::code_offset(strides, page, static_cast<uint32_t>(slot)) != static_cast<uint64_t>(want.codes) ||
+                pw::scale_offset(strides, page, static_cast<uint32_t>(slot)) != static_cast<uint64_t>(want.scale_word);
           }
       }
   CHECK(bad == 0);
@@ -246,7 +246,8 @@ TEST_CASE("decode v3 page walk: a tile's copies cover every code byte and scale 
   namespace pw = cuda::page_walk;
   constexpr int kKeys = pw::kTileKeys;
   for (IndexerFormat f : {IndexerFormat::fp8, IndexerFormat::fp4})
-    for (cuda::IndexerCacheLayout layout : {cuda::IndexerCacheLayout::deepgemm, cuda::IndexerCacheLayout::interleaved}) {
+    for (cuda::IndexerCacheLayout layout :
+         {cuda::IndexerCacheLayout::deepgemm, cuda::IndexerCacheLayout::interleaved}) {
       const int cb = cuda::code_bytes(f);
       CAPTURE(cb);
       std::vector<int> code_bytes(static_cast<size_t>(kKeys * cb), 0), scale_words(kKeys, 0);
