@@ -3,9 +3,9 @@
 //   Logits/prefill  V4-Flash shape: 64 heads x 128, s 4096 queries x n keys (n 1024 .. 16384), every
 //                   query reading every key (DeepGEMM's non-causal benchmark); FLOP = 2 s n 64 128,
 //                   reported as items_per_second = FLOP/s (TFLOPS = items_per_second / 1e12);
-//   Logits/decode   batch 128 x 65536 keys of a paged cache, one query each: bytes = the cache's
-//                   bytes (code bytes + 4-byte scale word a key) + the fp32 logits written, reported as
-//                   bytes_per_second (effective bandwidth);
+//   Logits/decode   batch 128 x 65536 keys of a paged cache, one query each, v2 and v3 on the same
+//                   inputs: bytes = the cache's bytes (code bytes + 4-byte scale word a key) + the fp32
+//                   logits written, reported as bytes_per_second (effective bandwidth);
 //   TopK            262144 candidates x batch 1 and 16384 x batch 128, k 512 (and 1024; and relu'd scores);
 //   QPath           4096 tokens x 64 heads;
 //   CopyD2D         the memory ceiling.
@@ -249,13 +249,14 @@ void register_all() {
       2);
   for (IndexerFormat f : {IndexerFormat::fp8, IndexerFormat::fp4})
     for (IndexerCacheLayout layout : {IndexerCacheLayout::deepgemm, IndexerCacheLayout::interleaved})
-      for (ScoreStorage st : {ScoreStorage::fp32, ScoreStorage::bf16}) {
-        const std::string name = std::string("Logits/decode/") + format_name(f) + "/" +
-                                 (layout == IndexerCacheLayout::deepgemm ? "deepgemm" : "interleaved") + "/" +
-                                 storage_name(st) + "/v2/b128/ctx65536";
-        reg(
-            name, [=](benchmark::State& s) { BM_LogitsDecode(s, f, st, layout, Variant::v2, 128, 65536); }, 10);
-      }
+      for (ScoreStorage st : {ScoreStorage::fp32, ScoreStorage::bf16})
+        for (Variant v : {Variant::v2, Variant::v3}) {
+          const std::string name = std::string("Logits/decode/") + format_name(f) + "/" +
+                                   (layout == IndexerCacheLayout::deepgemm ? "deepgemm" : "interleaved") + "/" +
+                                   storage_name(st) + "/" + variant_name(v) + "/b128/ctx65536";
+          reg(
+              name, [=](benchmark::State& s) { BM_LogitsDecode(s, f, st, layout, v, 128, 65536); }, 10);
+        }
   reg(
       "Logits/decode/fp8/deepgemm/fp32/v1/b8/ctx4096",
       [](benchmark::State& s) {

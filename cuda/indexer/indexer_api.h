@@ -8,8 +8,10 @@
 //                           v2 one warp per (token, head) (the compressor's entry-slab layout);
 //   indexer_logits_prefill  v1 one thread per logit (indexer_math.cuh, bitwise the oracle);
 //                           v2 wgmma (sm_90a): 2 tokens x 64 heads against 128-key tiles;
-//   indexer_logits_decode   v1 one thread per logit; v2 wgmma over the pages of each sequence.
-// v2 of the logits needs 64 heads; other head counts run v1.
+//   indexer_logits_decode   v1 one thread per logit; v2 wgmma over the pages of each sequence;
+//                           v3 v2's MMA and epilogue (bitwise v2's logits) behind a cheaper copy
+//                           producer (32-bit page arithmetic, a deeper ring).
+// v2 and v3 of the logits need 64 heads; other head counts run v1.
 #include <cuda_runtime.h>
 
 #include <cstdint>

@@ -8,11 +8,15 @@
 namespace dsv4::cuda {
 namespace {
 
-void check_common(const LogitsParams& p, const IndexerQueries& q, int64_t n_cols, Variant v, const char* who) {
+// has_v3: the entry has a v3 (decode).
+void check_common(const LogitsParams& p, const IndexerQueries& q, int64_t n_cols, Variant v, const char* who,
+                  bool has_v3) {
   const std::string w(who);
-  detail::require_variant(v == Variant::v1 || v == Variant::v2, v, who, "v1, v2");
+  detail::require_variant(v == Variant::v1 || v == Variant::v2 || (has_v3 && v == Variant::v3), v, who,
+                          has_v3 ? "v1, v2, v3" : "v1, v2");
   detail::require(p.heads >= 1, w + ": heads must be >= 1, got " + std::to_string(p.heads));
-  detail::require(v != Variant::v2 || p.heads == 64, w + ": v2 computes 64 heads per query (one wgmma M tile), got " +
+  detail::require(v == Variant::v1 || p.heads == 64, w + " " + variant_name(v) +
+                                                         ": computes 64 heads per query (one wgmma M tile), got " +
                                                          std::to_string(p.heads) + " heads: use v1");
   detail::require(q.count >= 0 && n_cols >= 0, w + ": negative sizes (queries " + std::to_string(q.count) +
                                                    ", columns " + std::to_string(n_cols) + ")");
@@ -25,7 +29,7 @@ void check_common(const LogitsParams& p, const IndexerQueries& q, int64_t n_cols
 void indexer_logits_prefill(const LogitsParams& p, const IndexerQueries& q, const DenseKeys& keys, const int32_t* ks,
                             const int32_t* ke, float* logits, int64_t n_cols, Variant v, cudaStream_t stream,
                             int* fp4_inexact) {
-  check_common(p, q, n_cols, v, "indexer_logits_prefill");
+  check_common(p, q, n_cols, v, "indexer_logits_prefill", false);
   if (q.count == 0 || n_cols == 0) return;
   detail::require(ks && ke && logits,
                   "indexer_logits_prefill: ks, ke and logits must be device pointers, got a nullptr");
@@ -40,23 +44,27 @@ void indexer_logits_prefill(const LogitsParams& p, const IndexerQueries& q, cons
 void indexer_logits_decode(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
                            const int32_t* context_lens, float* logits, int64_t n_cols, Variant v, cudaStream_t stream,
                            int* fp4_inexact) {
-  check_common(p, q, n_cols, v, "indexer_logits_decode");
+  check_common(p, q, n_cols, v, "indexer_logits_decode", true);
   detail::require(keys.format == p.format, "indexer_logits_decode: the cache holds " +
                                                std::string(format_name(keys.format)) + " keys, the call computes " +
                                                format_name(p.format));
   detail::require(keys.page_keys >= 1 && keys.table_stride >= 1,
                   "indexer_logits_decode: page_keys and table_stride must be >= 1, got " +
                       std::to_string(keys.page_keys) + " and " + std::to_string(keys.table_stride));
-  detail::require(v != Variant::v2 || keys.page_keys % 4 == 0,
-                  "indexer_logits_decode v2: page_keys must be a multiple of 4, got " + std::to_string(keys.page_keys));
+  detail::require(v == Variant::v1 || keys.page_keys % 4 == 0,
+                  "indexer_logits_decode " + std::string(variant_name(v)) +
+                      ": page_keys must be a multiple of 4 (16-byte aligned pages), got " +
+                      std::to_string(keys.page_keys));
   if (q.count == 0 || n_cols == 0) return;
   detail::require(context_lens && logits && keys.pool && keys.block_table,
                   "indexer_logits_decode: context_lens, logits, the pool and the block table must be device pointers, "
                   "got a nullptr");
   if (v == Variant::v1)
     detail::decode_logits_v1(p, q, keys, context_lens, logits, n_cols, stream);
-  else
+  else if (v == Variant::v2)
     detail::decode_logits_v2(p, q, keys, context_lens, logits, n_cols, fp4_inexact, stream);
+  else
+    detail::decode_logits_v3(p, q, keys, context_lens, logits, n_cols, fp4_inexact, stream);
 }
 
 void check_decode_tables(const PagedKeys& keys, int batch, const int32_t* context_lens_host,

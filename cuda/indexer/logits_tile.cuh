@@ -171,21 +171,23 @@ __device__ inline void tile_mma(float (&acc)[N / 2], const uint8_t* a_tile, cons
 
 // ---- the epilogue ---------------------------------------------------------------------------------
 
-template <typename T, int kSlots>
+template <typename T, int kSlots, int kRound = 0>
 __device__ inline void reduce_lanes(T (&v)[kSlots], int lane) {
   // Rounds over lane bits 2, 3, 4 (the lanes sharing this lane's columns): each keeps half of its
   // slots and adds the partner's copy of them. Afterwards v[k], k < kSlots / 8, is the warp's sum
-  // of slot k + (kSlots/2) bit2 + (kSlots/4) bit3 + (kSlots/8) bit4 of the lane.
-#pragma unroll
-  for (int round = 0; round < 3; ++round) {
-    const int half = kSlots >> (round + 1);
-    const bool upper = kept_upper(round, lane);
+  // of slot k + (kSlots/2) bit2 + (kSlots/4) bit3 + (kSlots/8) bit4 of the lane. One round per
+  // instantiation, so that every index is a constant and v stays in registers (a loop over the
+  // rounds left the inner loop's bound to the optimizer, which kept v on the stack).
+  if constexpr (kRound < 3) {
+    constexpr int half = kSlots >> (kRound + 1);
+    const bool upper = kept_upper(kRound, lane);
 #pragma unroll
     for (int k = 0; k < half; ++k) {
       const T keep = upper ? v[half + k] : v[k];
       const T send = upper ? v[k] : v[half + k];
-      v[k] = keep + __shfl_xor_sync(0xffffffffu, send, 4 << round);
+      v[k] = keep + __shfl_xor_sync(0xffffffffu, send, 4 << kRound);
     }
+    reduce_lanes<T, kSlots, kRound + 1>(v, lane);
   }
 }
 

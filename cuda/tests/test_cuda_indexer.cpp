@@ -17,8 +17,10 @@
 //              every -inf exactly where the oracle has it, nothing else -inf; guards intact;
 //   decode     unreferenced pool bytes and the slots past each length hold 0xFF (NaN codes and
 //              scales): a read of them would show as NaN; table entries past the pages hold -1.
-// Plus 20 reruns bitwise identical, a query's logits independent of its batch neighbours, zero-
-// length calls, argument checks.
+//   decode v3  the same checks (every layout, format, score storage; page sizes 4, 12, 100, 256 too)
+//              and v2's logits bit for bit.
+// Plus 20 reruns bitwise identical, a query's logits independent of its batch neighbours (prefill v2,
+// decode v3), zero-length calls, argument checks.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -421,6 +423,68 @@ PagedSetup paged_setup(const std::vector<int32_t>& lens, int page_keys, std::mt1
   return p;
 }
 
+// One decode call's inputs: a query per sequence, each sequence's keys packed into scrambled pages
+// of a pool whose unreferenced bytes (and the slots past each length) hold 0xFF, -1 in unused table
+// entries; the device copies and the PagedKeys that describe them.
+struct PagedCall {
+  std::vector<int32_t> lens;
+  Inputs in;
+  std::vector<cuda::HostVectors> keys;  // per sequence
+  PagedSetup ps;
+  DeviceBuffer<uint8_t> dpool;
+  DeviceBuffer<int32_t> dtable, dlens;
+  cuda::PagedKeys pk;
+  int64_t n_cols;
+
+  PagedCall(const std::vector<int32_t>& lengths, cuda::IndexerCacheLayout layout, IndexerFormat f, int page_keys,
+            int64_t columns, std::mt19937_64& gen)
+      : lens(lengths), in(static_cast<int64_t>(lengths.size()), 1, 64, f, 4100, gen), n_cols(columns) {
+    const ref::RopeTable rope =
+        ref::RopeTable::for_layer(ref::ModelConfig::flash(), 4, policy(f, true, ScoreStorage::bf16));
+    keys.resize(lens.size());
+    for (size_t b = 0; b < lens.size(); ++b) (void)vectors(projection(lens[b], 1, gen), 0, rope, 1, f, true, keys[b]);
+    ps = paged_setup(lens, page_keys, gen);
+    dpool = DeviceBuffer<uint8_t>(cuda::pack_paged(keys, ps.pages, layout, page_keys, ps.pool_pages, 0xFF));
+    dtable = DeviceBuffer<int32_t>(ps.table);
+    dlens = DeviceBuffer<int32_t>(lens);
+    pk.format = f;
+    pk.layout = layout;
+    pk.page_keys = page_keys;
+    pk.pool = dpool.get();
+    pk.pool_pages = ps.pool_pages;
+    pk.block_table = dtable.get();
+    pk.table_stride = ps.stride;
+    cuda::check_decode_tables(pk, batch(), lens.data(), ps.table.data(), n_cols);
+  }
+  int batch() const { return static_cast<int>(lens.size()); }
+
+  // The logits [batch, n_cols] of version v (poisoned guarded output: guards checked here).
+  std::vector<float> run(ScoreStorage st, Variant v) const {
+    GuardedBuffer<float> logits(static_cast<size_t>(batch() * n_cols));
+    logits.poison(0xFF);
+    cuda::indexer_logits_decode({64, pk.format, st}, in.queries(), pk, dlens.get(), logits.get(), n_cols, v);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK(logits.damaged_guard_bytes() == 0);
+    return logits.download();
+  }
+
+  // got against logit_serial (the oracle's order) and -inf past each length.
+  Compare compare(const std::vector<float>& got, ScoreStorage st) {
+    Compare cmp;
+    for (int b = 0; b < batch(); ++b) {
+      in.k = keys[static_cast<size_t>(b)];  // the reference reads sequence b's keys
+      for (int64_t t = 0; t < n_cols; ++t)
+        cmp.add(got[static_cast<size_t>(b * n_cols + t)],
+                t < lens[static_cast<size_t>(b)] ? in.logit(b, t, st) : -kInf);
+    }
+    return cmp;
+  }
+};
+
+const char* layout_name(cuda::IndexerCacheLayout layout) {
+  return layout == cuda::IndexerCacheLayout::deepgemm ? "deepgemm" : "interleaved";
+}
+
 }  // namespace
 
 TEST_CASE("decode logits over the paged caches of both layouts equal the oracle's, unreferenced bytes never read") {
@@ -428,13 +492,12 @@ TEST_CASE("decode logits over the paged caches of both layouts equal the oracle'
   for (cuda::IndexerCacheLayout layout : {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm})
     for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8})
       for (ScoreStorage st : {ScoreStorage::bf16, ScoreStorage::fp32})
-        for (Variant v : {Variant::v1, Variant::v2}) {
+        for (Variant v : {Variant::v1, Variant::v2, Variant::v3}) {
           const int page_keys = layout == cuda::IndexerCacheLayout::deepgemm ? 64 : 32;
           const std::vector<int32_t> lens{0, 1, 63, 64, 65, 300, 4097};
           const int64_t n_cols = 4160;
-          const char* layout_name = layout == cuda::IndexerCacheLayout::deepgemm ? "deepgemm" : "interleaved";
           const auto c = Case::select(CaseId("decode_logits")
-                                          .with("layout", layout_name)
+                                          .with("layout", layout_name(layout))
                                           .with("format", cuda::format_name(f))
                                           .with("scores", cuda::storage_name(st))
                                           .with("lens", std::vector<int64_t>(lens.begin(), lens.end()))
@@ -442,43 +505,98 @@ TEST_CASE("decode logits over the paged caches of both layouts equal the oracle'
           if (!c) continue;
           INFO(c->reproduce());
           std::mt19937_64 gen = c->rng();
-          const int batch = static_cast<int>(lens.size());
-          // One query per sequence; each sequence's keys in its own HostVectors.
-          Inputs in(batch, 1, 64, f, 4100, gen);
-          const ref::RopeTable rope = ref::RopeTable::for_layer(ref::ModelConfig::flash(), 4, policy(f, true, st));
-          std::vector<cuda::HostVectors> keys(lens.size());
-          for (size_t b = 0; b < lens.size(); ++b)
-            (void)vectors(projection(lens[b], 1, gen), 0, rope, 1, f, true, keys[b]);
-          const PagedSetup ps = paged_setup(lens, page_keys, gen);
-          const std::vector<uint8_t> pool = cuda::pack_paged(keys, ps.pages, layout, page_keys, ps.pool_pages, 0xFF);
-          const DeviceBuffer<uint8_t> dpool(pool);
-          const DeviceBuffer<int32_t> dtable(ps.table), dlens(lens);
-          cuda::PagedKeys pk;
-          pk.format = f;
-          pk.layout = layout;
-          pk.page_keys = page_keys;
-          pk.pool = dpool.get();
-          pk.pool_pages = ps.pool_pages;
-          pk.block_table = dtable.get();
-          pk.table_stride = ps.stride;
-          cuda::check_decode_tables(pk, batch, lens.data(), ps.table.data(), n_cols);
-          GuardedBuffer<float> logits(static_cast<size_t>(batch * n_cols));
-          logits.poison(0xFF);
-          cuda::indexer_logits_decode({64, f, st}, in.queries(), pk, dlens.get(), logits.get(), n_cols, v);
-          CUDA_CHECK(cudaDeviceSynchronize());
-          const std::vector<float> got = logits.download();
-          Compare cmp;
-          for (int b = 0; b < batch; ++b) {
-            in.k = keys[static_cast<size_t>(b)];  // the reference reads sequence b's keys
-            for (int64_t t = 0; t < n_cols; ++t)
-              cmp.add(got[static_cast<size_t>(b * n_cols + t)],
-                      t < lens[static_cast<size_t>(b)] ? in.logit(b, t, st) : -kInf);
-          }
-          check_logits(cmp, v, f, st, book,
-                       std::string(layout_name) + " " + cuda::format_name(f) + " " + cuda::storage_name(st));
-          CHECK(logits.damaged_guard_bytes() == 0);
+          PagedCall call(lens, layout, f, page_keys, n_cols, gen);
+          const std::vector<float> got = call.run(st, v);
+          check_logits(call.compare(got, st), v, f, st, book,
+                       std::string(layout_name(layout)) + " " + cuda::format_name(f) + " " + cuda::storage_name(st));
+          // v3 changes only how the keys reach shared memory: v2's logits bit for bit.
+          if (v == Variant::v3) CHECK(cuda::testing::bitwise_differences(got, call.run(st, Variant::v2)) == 0);
         }
   MESSAGE(book.table());
+}
+
+TEST_CASE("decode v3 over page sizes that are not powers of two (and 4, the smallest) equals v2 and the oracle") {
+  TallyBook book;
+  for (cuda::IndexerCacheLayout layout : {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm})
+    for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8})
+      for (int page_keys : {4, 12, 100, 256}) {
+        // Lengths ending inside a page, at a page's end, at a tile's end and past a 4096-key chunk.
+        const std::vector<int32_t> lens{1, 11, 12, 64, 100, 129, 4200};
+        const int64_t n_cols = 4224;
+        const auto c = Case::select(CaseId("decode_v3_page_sizes")
+                                        .with("layout", layout_name(layout))
+                                        .with("format", cuda::format_name(f))
+                                        .with("page_keys", page_keys)
+                                        .with("lens", std::vector<int64_t>(lens.begin(), lens.end())));
+        if (!c) continue;
+        INFO(c->reproduce());
+        std::mt19937_64 gen = c->rng();
+        PagedCall call(lens, layout, f, page_keys, n_cols, gen);
+        for (ScoreStorage st : {ScoreStorage::bf16, ScoreStorage::fp32}) {
+          const std::vector<float> got = call.run(st, Variant::v3);
+          check_logits(call.compare(got, st), Variant::v3, f, st, book,
+                       std::string(layout_name(layout)) + " " + cuda::format_name(f) + " " + cuda::storage_name(st) +
+                           " pages of " + std::to_string(page_keys));
+          CHECK(cuda::testing::bitwise_differences(got, call.run(st, Variant::v2)) == 0);
+        }
+      }
+  MESSAGE(book.table());
+}
+
+TEST_CASE("decode v3 is bitwise identical over 20 reruns and independent of a sequence's batch neighbours") {
+  for (cuda::IndexerCacheLayout layout : {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm})
+    for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8}) {
+      const std::vector<int32_t> lens{700, 0, 4097, 65, 1, 2000};
+      const int64_t n_cols = 4100;
+      const int page_keys = layout == cuda::IndexerCacheLayout::deepgemm ? 64 : 32;
+      const auto c = Case::select(CaseId("decode_v3_reruns")
+                                      .with("layout", layout_name(layout))
+                                      .with("format", cuda::format_name(f))
+                                      .with("lens", std::vector<int64_t>(lens.begin(), lens.end()))
+                                      .with("runs", 20));
+      if (!c) continue;
+      INFO(c->reproduce());
+      std::mt19937_64 gen = c->rng();
+      PagedCall call(lens, layout, f, page_keys, n_cols, gen);
+      const std::vector<float> first = call.run(ScoreStorage::fp32, Variant::v3);
+      int identical = 0;
+      for (int r = 0; r < 19; ++r)
+        identical += cuda::testing::bitwise_differences(first, call.run(ScoreStorage::fp32, Variant::v3)) == 0;
+      CHECK(identical == 19);
+      // The sequences in reverse order (queries, lengths and table rows; the same pool): rows reverse.
+      const int batch = call.batch();
+      const int64_t cb = cuda::code_bytes(f);
+      cuda::HostVectors rq = call.in.q;
+      std::vector<float> rw(call.in.w.size());
+      std::vector<int32_t> rlens(lens.rbegin(), lens.rend()), rtable(call.ps.table.size());
+      const size_t stride = static_cast<size_t>(call.ps.stride);
+      for (int i = 0; i < batch; ++i) {
+        const int from = batch - 1 - i;
+        std::copy_n(call.in.q.codes.begin() + from * 64 * cb, 64 * cb, rq.codes.begin() + i * 64 * cb);
+        std::copy_n(call.in.q.scales.begin() + from * 64 * 4, 64 * 4, rq.scales.begin() + i * 64 * 4);
+        std::copy_n(call.in.w.begin() + from * 64, 64, rw.begin() + i * 64);
+        std::copy_n(call.ps.table.begin() + static_cast<size_t>(from) * stride, stride,
+                    rtable.begin() + static_cast<size_t>(i) * stride);
+      }
+      Inputs rev = std::move(call.in);
+      rev.q = rq;
+      rev.w = rw;
+      rev.upload();
+      const DeviceBuffer<int32_t> dtable(rtable), dlens(rlens);
+      cuda::PagedKeys pk = call.pk;
+      pk.block_table = dtable.get();
+      DeviceBuffer<float> logits(static_cast<size_t>(batch * n_cols));
+      cuda::indexer_logits_decode({64, f, ScoreStorage::fp32}, rev.queries(), pk, dlens.get(), logits.get(), n_cols,
+                                  Variant::v3);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      const std::vector<float> reversed = logits.download();
+      int64_t bad = 0;
+      for (int i = 0; i < batch; ++i)
+        for (int64_t j = 0; j < n_cols; ++j)
+          bad += std::bit_cast<uint32_t>(reversed[static_cast<size_t>(i * n_cols + j)]) !=
+                 std::bit_cast<uint32_t>(first[static_cast<size_t>((batch - 1 - i) * n_cols + j)]);
+      CHECK(bad == 0);
+    }
 }
 
 // ---- invariances, edges, arguments ------------------------------------------------------------------
@@ -595,16 +713,23 @@ TEST_CASE("zero-length calls: no queries, no keys, empty ranges and empty sequen
     pk.pool_pages = 1;
     pk.block_table = table.get();
     pk.table_stride = 1;
-    GuardedBuffer<float> decoded(3 * 70);
+    GuardedBuffer<float> decoded(3 * 70), decoded_v3(3 * 70);
     decoded.poison(0xFF);
+    decoded_v3.poison(0xFF);
     cuda::indexer_logits_decode({64, IndexerFormat::fp8, ScoreStorage::bf16}, in.queries(), pk, zero.get(),
                                 decoded.get(), 70, v);
+    if (v == Variant::v2)
+      cuda::indexer_logits_decode({64, IndexerFormat::fp8, ScoreStorage::bf16}, in.queries(), pk, zero.get(),
+                                  decoded_v3.get(), 70, Variant::v3);
     CUDA_CHECK(cudaDeviceSynchronize());
     for (float x : untouched.download()) CHECK(std::bit_cast<uint32_t>(x) == 0x5A5A5A5Au);
     for (float x : logits.download()) CHECK(x == -kInf);
     for (float x : decoded.download()) CHECK(x == -kInf);
+    if (v == Variant::v2)
+      for (float x : decoded_v3.download()) CHECK(x == -kInf);
     CHECK(logits.damaged_guard_bytes() == 0);
     CHECK(decoded.damaged_guard_bytes() == 0);
+    CHECK(decoded_v3.damaged_guard_bytes() == 0);
   }
 }
 
@@ -661,6 +786,14 @@ TEST_CASE("bad arguments throw before anything is launched (indexer)") {
                                               logits.get(), 4, Variant::v1),
                   std::invalid_argument);
   pk.format = IndexerFormat::fp4;
+  CHECK_THROWS_AS(cuda::indexer_logits_decode({4, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), pk, r.get(),
+                                              logits.get(), 4, Variant::v3),
+                  std::invalid_argument);  // v3 needs 64 heads
+  pk.page_keys = 30;
+  pk.table_stride = 1;
+  CHECK_THROWS_AS(cuda::indexer_logits_decode({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), pk, r.get(),
+                                              logits.get(), 4, Variant::v3),
+                  std::invalid_argument);  // pages of 30 keys are not 16-byte aligned
   pk.page_keys = 32;
   pk.pool_pages = 1;
   pk.table_stride = 1;
@@ -673,7 +806,7 @@ TEST_CASE("bad arguments throw before anything is launched (indexer)") {
                   std::invalid_argument);
 }
 
-TEST_CASE("sanitizer sweep: one small call of every indexer kernel and version") {
+TEST_CASE("sanitizer sweep: one small call of every indexer kernel and version (decode v3 included)") {
   // Small on purpose: compute-sanitizer (memcheck, racecheck, initcheck) runs this case.
   const auto c = Case::select(CaseId("indexer_sanitizer_sweep"));
   if (!c) return;
@@ -717,6 +850,9 @@ TEST_CASE("sanitizer sweep: one small call of every indexer kernel and version")
         pk.table_stride = ps.stride;
         DeviceBuffer<float> decoded(3 * 72);
         cuda::indexer_logits_decode({64, f, ScoreStorage::fp32}, in.queries(), pk, dlens.get(), decoded.get(), 72, v);
+        if (v == Variant::v2)  // decode has a v3 (the other entries stop at v2)
+          cuda::indexer_logits_decode({64, f, ScoreStorage::fp32}, in.queries(), pk, dlens.get(), decoded.get(), 72,
+                                      Variant::v3);
       }
       CUDA_CHECK(cudaDeviceSynchronize());
       for (float x : logits.download()) CHECK(!std::isnan(x));

@@ -1,7 +1,8 @@
 // Host-only tests of the indexer and top-k kernels' scalar code (no GPU needed, so CI runs them):
 // the v1 arithmetic (indexer_math.cuh, compiled here for the CPU) bit for bit against the oracle's
 // indexer_q and indexer_scores; the cache offsets against verify/layouts; the e2m1 -> e4m3 unpacking
-// on every code; the v2 epilogue's lane exchange simulated over a warp; the top-k order keys; the v3
+// on every code; the v2 epilogue's lane exchange simulated over a warp; the v3 decode's page walk
+// (32-bit page split, slot offsets, each thread's share of a tile); the top-k order keys; the v3
 // top-k's index arithmetic (slices, warp segments, digits, select bins, the sort network).
 #include <doctest/doctest.h>
 
@@ -20,6 +21,7 @@
 #include "cuda/indexer/host_vectors.h"
 #include "cuda/indexer/indexer_math.cuh"
 #include "cuda/indexer/oracle_mirror.h"
+#include "cuda/indexer/page_walk.h"
 #include "cuda/indexer/tile_math.cuh"
 #include "cuda/topk/topk_keys.cuh"
 #include "cuda/topk/topk_v3_plan.h"
@@ -189,6 +191,98 @@ TEST_CASE("paged cache offsets: the DeepGEMM layout matches verify/layouts, the 
     }
     CHECK(std::all_of(covered.begin(), covered.end(), [](int c) { return c == 1; }));
   }
+}
+
+TEST_CASE("decode v3 page walk: the multiply-shift split is t / page_keys and t % page_keys for every t < 2^31") {
+  namespace pw = cuda::page_walk;
+  std::vector<int> sizes;
+  for (int d = 1; d <= 300; ++d) sizes.push_back(d);
+  for (int l = 9; l <= 30; ++l) sizes.insert(sizes.end(), {(1 << l) - 1, 1 << l, (1 << l) + 1});
+  sizes.insert(sizes.end(), {1000003, 0x7fffffff});
+  std::mt19937_64 gen(31);
+  std::uniform_int_distribution<uint32_t> any_key(0, 0x7fffffffu);
+  int64_t bad = 0, checked = 0;
+  for (int d : sizes) {
+    const pw::PageDivider div = pw::make_page_divider(d);
+    const auto check = [&](uint32_t t) {
+      const pw::PageSlot ps = pw::split(div, t);
+      bad += ps.page != t / static_cast<uint32_t>(d) || ps.slot != t % static_cast<uint32_t>(d);
+      ++checked;
+    };
+    for (uint32_t t = 0; t < 4096; ++t) check(t);
+    for (uint32_t t = 0x7fffffffu - 4095; t != 0x80000000u; ++t) check(t);
+    for (int i = 0; i < 2000; ++i) {  // around page boundaries and anywhere
+      const uint32_t t = any_key(gen);
+      check(t);
+      const uint32_t boundary = t - t % static_cast<uint32_t>(d);
+      check(boundary);
+      if (boundary > 0) check(boundary - 1);
+    }
+    if ((d & (d - 1)) == 0) CHECK(div.magic == 1u << 31);  // a power of two: the split is a shift
+  }
+  CHECK(checked > 1000000);
+  CHECK(bad == 0);
+}
+
+TEST_CASE("decode v3 page walk: slot offsets equal key_offsets in both layouts, formats and several page sizes") {
+  namespace pw = cuda::page_walk;
+  int64_t bad = 0;
+  for (cuda::IndexerCacheLayout layout : {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm})
+    for (IndexerFormat f : {IndexerFormat::fp8, IndexerFormat::fp4})
+      for (int page_keys : {4, 12, 32, 64, 100, 256}) {
+        const pw::SlotStrides strides = pw::slot_strides(layout, f, page_keys);
+        for (uint32_t page : {0u, 1u, 7u, 200000u})  // page 200000 of 256 FP8 keys: offsets past 2^32
+          for (int slot = 0; slot < page_keys; ++slot) {
+            const cuda::KeyOffsets want = cuda::key_offsets(layout, f, page_keys, page, slot);
+            bad +=
+                pw::code_offset(strides, page, static_cast<uint32_t>(slot)) != static_cast<uint64_t>(want.codes) ||
+                pw::scale_offset(strides, page, static_cast<uint32_t>(slot)) != static_cast<uint64_t>(want.scale_word);
+          }
+      }
+  CHECK(bad == 0);
+}
+
+TEST_CASE("decode v3 page walk: a tile's copies cover every code byte and scale word of its 64 keys once") {
+  namespace pw = cuda::page_walk;
+  constexpr int kKeys = pw::kTileKeys;
+  for (IndexerFormat f : {IndexerFormat::fp8, IndexerFormat::fp4})
+    for (cuda::IndexerCacheLayout layout :
+         {cuda::IndexerCacheLayout::deepgemm, cuda::IndexerCacheLayout::interleaved}) {
+      const int cb = cuda::code_bytes(f);
+      CAPTURE(cb);
+      std::vector<int> code_bytes(static_cast<size_t>(kKeys * cb), 0), scale_words(kKeys, 0);
+      int64_t bad_lookup = 0;
+      const auto cover = [&](pw::CopyUnit u, int width) {
+        for (int b = 0; b < width; ++b) ++code_bytes[static_cast<size_t>(u.row * cb + u.byte + b)];
+        if (u.byte == 0) ++scale_words[static_cast<size_t>(u.row)];
+      };
+      for (int t = 0; t < pw::kTileThreads; ++t) {
+        if (layout == cuda::IndexerCacheLayout::deepgemm) {
+          if (f == IndexerFormat::fp8) {
+            for (int i = 0; i < 4; ++i) {
+              const pw::CopyUnit u = pw::deepgemm_fp8_unit(t, i);
+              bad_lookup += u.row != pw::deepgemm_fp8_unit(t, 0).row;  // the kernel looks one key up
+              for (int h = 0; h < 16; ++h) ++code_bytes[static_cast<size_t>(u.row * cb + u.byte + h)];
+              if (u.byte == 0 && i == 0) ++scale_words[static_cast<size_t>(u.row)];
+            }
+          } else {
+            for (int i = 0; i < 2; ++i) cover(pw::deepgemm_fp4_unit(t, i), 16);
+          }
+        } else {
+          const int words = cb / 4, lane = t % 32;
+          for (int p = 0; p < pw::kWarpKeys * words / 32; ++p) {
+            const pw::CopyUnit u = pw::interleaved_unit(words, t, p);
+            // The shuffle's source lane looked up exactly this key.
+            const int src = pw::warp_key(words, lane, p);
+            bad_lookup += src < 0 || src >= 32 || pw::kWarpKeys * (t / 32) + pw::lookup_key(src) != u.row;
+            cover(u, 4);
+          }
+        }
+      }
+      CHECK(bad_lookup == 0);
+      CHECK(std::all_of(code_bytes.begin(), code_bytes.end(), [](int c) { return c == 1; }));
+      CHECK(std::all_of(scale_words.begin(), scale_words.end(), [](int c) { return c == 1; }));
+    }
 }
 
 TEST_CASE("DeepGEMM pages: pack_paged writes the bytes of verify/layouts' encoder and its decoder reads them back") {

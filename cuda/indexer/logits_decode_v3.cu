@@ -1,0 +1,271 @@
+// v3 of the indexer decode logits over a paged key cache (sm_90a, wgmma). v2's CTA (one warpgroup:
+// one sequence's query, A operand built once, against a chunk of 4096 of its keys), v2's tile MMA and
+// epilogue (logits_tile.cuh) and v2's zeros for keys past the length, so the logits are v2's bit for
+// bit. What changes is the copy producer (docs/cuda-indexer.md "Logits decode v3"), whose per-tile
+// instructions bounded v2:
+//   - a key's page and slot come from page_walk.h in 32-bit arithmetic (a multiply and a shift),
+//     once per key and thread, where v2 divided 64-bit integers for every copy;
+//   - each thread's share of a tile is fixed so that it looks up as few keys as possible
+//     (page_walk.h): DeepGEMM layout FP8 one key a thread, four 16-byte copies; FP4 two keys, one
+//     copy each; interleaved (slots 4-byte aligned only) lane r < 16 of warp w looks up key 16w + r
+//     and the warp's 4-byte copies, consecutive lanes on consecutive words of one key, take the
+//     offsets by shuffles;
+//   - 16-byte copies bypass L1 (cp.async.cg: each sector is read whole by one instruction), so L1
+//     keeps the block table;
+//   - a 5-stage ring, 4 tiles in flight: 4 CTAs an SM by shared memory (FP8: 8 KiB query + 5 x
+//     8.25 KiB stages + epilogue ~1.3-2.3 KiB = 51.6-52.6 KiB, + 1 KiB reserved a CTA: 4 x 53.6 <= 228
+//     KiB), 16 tiles (132 KiB) in flight an SM, and the 2048 CTAs of batch 128 x 64K in 3.9 waves
+//     of 528 (v2: 5 CTAs an SM, 3.1 waves of 660, the last one a tenth full).
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cmath>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/launch_checks.h"
+#include "cuda/common/numerics.cuh"
+#include "cuda/common/wgmma.cuh"
+#include "cuda/indexer/indexer_api.h"
+#include "cuda/indexer/logits_launch.h"
+#include "cuda/indexer/logits_tile.cuh"
+#include "cuda/indexer/page_walk.h"
+
+namespace dsv4::cuda {
+namespace {
+
+using namespace logits_tile;
+
+constexpr int kTileKeys = page_walk::kTileKeys;  // N
+constexpr int kThreads = kGroupThreads;
+constexpr int kStages = 5;
+constexpr int kCtasPerSm = 4;
+constexpr int kTilesPerCta = 64;  // a CTA's chunk: 4096 keys of one sequence
+using page_walk::kWarpKeys;
+constexpr int kBBytes = kTileKeys * kIndexerDim;
+constexpr int kScaleBytes = kTileKeys * kIndexerScaleBytes;
+
+struct DecodeArgs {
+  IndexerQueries q;
+  PagedKeys keys;
+  page_walk::PageDivider divider;
+  page_walk::SlotStrides strides;
+  const int32_t* context_lens;
+  float* logits;
+  int64_t n_cols;
+  int* inexact;
+};
+
+template <IndexerFormat F, ScoreStorage S>
+struct Smem {
+  static constexpr int kStageCodes = kTileKeys * code_bytes(F);  // FP8: the B operand; FP4: packed, row-major
+  alignas(128) uint8_t a[kQBytes];
+  alignas(128) uint8_t stage_codes[kStages][kStageCodes];
+  alignas(16) uint8_t stage_scales[kStages][kScaleBytes];
+  alignas(128) uint8_t b_unpacked[F == IndexerFormat::fp4 ? kBBytes : 16];
+  float slice_scale[F == IndexerFormat::fp4 ? 4 : 1][kTileKeys];
+  HeadSum<S> red[4 * kTileKeys];
+};
+
+// One sequence's pages as its CTA's copies see them (loop-invariant: built once).
+struct SequencePages {
+  const uint8_t* pool;
+  const int32_t* table;  // the sequence's block-table row
+  page_walk::PageDivider divider;
+  page_walk::SlotStrides strides;
+  uint32_t len;
+};
+
+// Key `key` of the sequence: the pool offsets of its code bytes and scale word. Past the length
+// nothing is looked up and both offsets are 0 (the zero-byte copies still need a valid address).
+struct KeyAt {
+  uint64_t codes = 0, scale = 0;
+  bool valid = false;
+};
+
+__device__ inline KeyAt locate(const SequencePages& s, uint32_t key) {
+  KeyAt at;
+  at.valid = key < s.len;
+  if (at.valid) {
+    const page_walk::PageSlot ps = page_walk::split(s.divider, key);
+    const uint32_t page = static_cast<uint32_t>(__ldg(s.table + ps.page));
+    at.codes = page_walk::code_offset(s.strides, page, ps.slot);
+    at.scale = page_walk::scale_offset(s.strides, page, ps.slot);
+  }
+  return at;
+}
+
+// The copies of keys [first_key, +64) of the sequence (those < len; zeros for the others, as v2)
+// into stage st.
+template <IndexerFormat F, ScoreStorage S, IndexerCacheLayout L>
+__device__ inline void load_tile(Smem<F, S>& sm, int st, uint32_t first_key, const SequencePages& s, int t) {
+  constexpr int kCb = code_bytes(F);
+  uint8_t* codes = sm.stage_codes[st];
+  uint8_t* scales = sm.stage_scales[st];
+  if constexpr (L == IndexerCacheLayout::deepgemm) {
+    if constexpr (F == IndexerFormat::fp8) {  // one key a thread
+      const KeyAt at = locate(s, first_key + page_walk::deepgemm_fp8_unit(t, 0).row);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const page_walk::CopyUnit u = page_walk::deepgemm_fp8_unit(t, i);
+        copy16(codes + wgmma::tile_offset(kTileKeys, u.row, u.byte), s.pool + at.codes + u.byte, at.valid);
+        if (i == 0 && u.byte == 0) copy4(scales + kIndexerScaleBytes * u.row, s.pool + at.scale, at.valid);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const page_walk::CopyUnit u = page_walk::deepgemm_fp4_unit(t, i);
+        const KeyAt at = locate(s, first_key + u.row);
+        copy16(codes + u.row * kCb + u.byte, s.pool + at.codes + u.byte, at.valid);
+        if (u.byte == 0) copy4(scales + kIndexerScaleBytes * u.row, s.pool + at.scale, at.valid);
+      }
+    }
+  } else {
+    constexpr int kWords = kCb / 4;  // code words a key: FP8 32, FP4 16
+    const int warp = t / 32, lane = t % 32;
+    const KeyAt mine = locate(s, first_key + kWarpKeys * warp + page_walk::lookup_key(lane));
+    const int64_t my_codes = mine.valid ? static_cast<int64_t>(mine.codes) : -1;
+#pragma unroll
+    for (int p = 0; p < kWarpKeys * kWords / 32; ++p) {
+      const page_walk::CopyUnit u = page_walk::interleaved_unit(kWords, t, p);
+      const int64_t at = __shfl_sync(0xffffffffu, my_codes, page_walk::warp_key(kWords, lane, p));
+      const bool valid = at >= 0;
+      const uint8_t* key_bytes = s.pool + (valid ? at : 0);
+      uint8_t* dst =
+          F == IndexerFormat::fp8 ? codes + wgmma::tile_offset(kTileKeys, u.row, u.byte) : codes + u.row * kCb + u.byte;
+      copy4(dst, key_bytes + u.byte, valid);
+      if (u.byte == 0) copy4(scales + kIndexerScaleBytes * u.row, key_bytes + kCb, valid);  // the slot's scale word
+    }
+  }
+}
+
+template <IndexerFormat F, ScoreStorage S, IndexerCacheLayout L>
+__global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_logits_v3(const DecodeArgs a) {
+  extern __shared__ __align__(128) uint8_t smem_raw[];
+  Smem<F, S>& sm = *reinterpret_cast<Smem<F, S>*>(smem_raw);
+  const int t = threadIdx.x, lane = t % 32;
+  const int64_t b = blockIdx.x;
+  const int64_t len = a.context_lens[b];
+  const int64_t n_col_tiles = (a.n_cols + kTileKeys - 1) / kTileKeys;
+  const int64_t chunk_begin = static_cast<int64_t>(blockIdx.y) * kTilesPerCta;
+  const int64_t chunk_end = min(chunk_begin + kTilesPerCta, n_col_tiles);
+  const int64_t key_tiles = (len + kTileKeys - 1) / kTileKeys;
+  const int64_t last = min(chunk_end, key_tiles);  // tiles [chunk_begin, last) hold keys
+  float* out_row = a.logits + b * a.n_cols;
+  for (int64_t tile = max(last, chunk_begin); tile < chunk_end; ++tile) {
+    const int64_t col = tile * kTileKeys + t;
+    if (t < kTileKeys && col < a.n_cols) out_row[col] = -INFINITY;
+  }
+  const int n_tiles = static_cast<int>(last - chunk_begin);
+  if (n_tiles <= 0) return;
+
+  // Keys below len < 2^31: a tile's first key fits 32 bits.
+  const SequencePages pages{a.keys.pool, a.keys.block_table + b * a.keys.table_stride, a.divider, a.strides,
+                            static_cast<uint32_t>(len)};
+  const uint32_t chunk_first_key = static_cast<uint32_t>(chunk_begin * kTileKeys);
+  for (int p = 0; p < kStages - 1; ++p) {
+    if (p < n_tiles) load_tile<F, S, L>(sm, p, chunk_first_key + p * kTileKeys, pages, t);
+    copy_commit();
+  }
+  float row_weights[2];
+  {
+    int inexact = 0;
+    build_query<F>(sm.a, a.q.codes + b * kHeads * code_bytes(F), a.q.scales + b * kHeads * kIndexerScaleBytes,
+                   a.q.weights + b * kHeads, t, row_weights, inexact);
+    if (F == IndexerFormat::fp4 && a.inexact != nullptr && inexact > 0) atomicAdd(a.inexact, inexact);
+  }
+
+  int st = 0, ahead = kStages - 1;  // the stage of tile it, and of tile it + kStages - 1
+  for (int it = 0; it < n_tiles; ++it) {
+    copy_wait<kStages - 2>();
+    wgmma::fence_shared_for_async();
+    __syncthreads();
+    if (it + kStages - 1 < n_tiles)
+      load_tile<F, S, L>(sm, ahead, chunk_first_key + static_cast<uint32_t>(it + kStages - 1) * kTileKeys, pages, t);
+    copy_commit();
+    const uint8_t* b_tile = sm.stage_codes[st];
+    if constexpr (F == IndexerFormat::fp4) {
+#pragma unroll
+      for (int u = t; u < kTileKeys * 8; u += kThreads) {
+        const int row = u % kTileKeys, chunk = u / kTileKeys;
+        const uint2 packed = *reinterpret_cast<const uint2*>(sm.stage_codes[st] + row * 64 + 8 * chunk);
+        *reinterpret_cast<uint4*>(sm.b_unpacked + wgmma::tile_offset(kTileKeys, row, 16 * chunk)) = unpack16(packed);
+      }
+      for (int u = t; u < 4 * kTileKeys; u += kThreads) {
+        const int key = u % kTileKeys, blk = u / kTileKeys;
+        sm.slice_scale[blk][key] = ue8m0_value(sm.stage_scales[st][key * kIndexerScaleBytes + blk]);
+      }
+      wgmma::fence_shared_for_async();
+      __syncthreads();
+      b_tile = sm.b_unpacked;
+    }
+    float acc[kTileKeys / 2];
+    tile_mma<F, kTileKeys>(acc, sm.a, b_tile, lane,
+                           [&](int blk, int col) { return sm.slice_scale[F == IndexerFormat::fp4 ? blk : 0][col]; });
+    const HeadSum<S> sum = head_sum<S, kTileKeys>(acc, row_weights, sm.red, t, 0);
+    const int64_t col = (chunk_begin + it) * kTileKeys + t;
+    if (t < kTileKeys && col < a.n_cols) {
+      float key_scale = 1.0f;
+      if constexpr (F == IndexerFormat::fp8) {  // the fp32 scale word of the paged layouts
+        key_scale = *reinterpret_cast<const float*>(sm.stage_scales[st] + t * kIndexerScaleBytes);
+      }
+      out_row[col] = col < len ? finish<S>(sum, key_scale) : -INFINITY;
+    }
+    st = st + 1 == kStages ? 0 : st + 1;
+    ahead = ahead + 1 == kStages ? 0 : ahead + 1;
+  }
+}
+
+template <IndexerFormat F, ScoreStorage S, IndexerCacheLayout L>
+void launch(const DecodeArgs& a, cudaStream_t stream) {
+  const int smem = static_cast<int>(sizeof(Smem<F, S>));
+  CUDA_CHECK(cudaFuncSetAttribute(decode_logits_v3<F, S, L>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const int64_t n_col_tiles = (a.n_cols + kTileKeys - 1) / kTileKeys;
+  const dim3 grid(static_cast<unsigned>(a.q.count),
+                  static_cast<unsigned>((n_col_tiles + kTilesPerCta - 1) / kTilesPerCta));
+  detail::require(grid.y <= 65535, "indexer_logits_decode v3: " + std::to_string(a.n_cols) +
+                                       " columns need more than 65535 chunks of 4096");
+  decode_logits_v3<F, S, L><<<grid, kThreads, smem, stream>>>(a);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <IndexerFormat F, ScoreStorage S>
+void launch_layout(const DecodeArgs& a, cudaStream_t stream) {
+  if (a.keys.layout == IndexerCacheLayout::deepgemm)
+    launch<F, S, IndexerCacheLayout::deepgemm>(a, stream);
+  else
+    launch<F, S, IndexerCacheLayout::interleaved>(a, stream);
+}
+
+// The shared-memory arithmetic of the file comment.
+static_assert(sizeof(Smem<IndexerFormat::fp8, ScoreStorage::bf16>) + 1024 <= 228 * 1024 / kCtasPerSm,
+              "decode v3: kCtasPerSm CTAs of the largest variant must fit an SM's 228 KiB");
+static_assert(page_walk::kTileThreads == kThreads, "page_walk's copy plan is for one warpgroup");
+
+}  // namespace
+
+namespace detail {
+
+void decode_logits_v3(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
+                      const int32_t* context_lens, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream) {
+  if (q.count == 0 || n_cols == 0) return;
+  require(q.count <= 0x7fffffffLL, "indexer_logits_decode v3: batch " + std::to_string(q.count) + " too large");
+  require(keys.page_bytes() <= INT_MAX, "indexer_logits_decode v3: pages of " + std::to_string(keys.page_bytes()) +
+                                            " bytes, at most " + std::to_string(INT_MAX) + " (32-bit slot offsets)");
+  const DecodeArgs a{q,
+                     keys,
+                     page_walk::make_page_divider(keys.page_keys),
+                     page_walk::slot_strides(keys.layout, keys.format, keys.page_keys),
+                     context_lens,
+                     logits,
+                     n_cols,
+                     inexact};
+  if (p.format == IndexerFormat::fp4)
+    p.scores == ScoreStorage::bf16 ? launch_layout<IndexerFormat::fp4, ScoreStorage::bf16>(a, stream)
+                                   : launch_layout<IndexerFormat::fp4, ScoreStorage::fp32>(a, stream);
+  else
+    p.scores == ScoreStorage::bf16 ? launch_layout<IndexerFormat::fp8, ScoreStorage::bf16>(a, stream)
+                                   : launch_layout<IndexerFormat::fp8, ScoreStorage::fp32>(a, stream);
+}
+
+}  // namespace detail
+}  // namespace dsv4::cuda
