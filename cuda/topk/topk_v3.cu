@@ -1,19 +1,20 @@
 // v3 of the top-k (topk_api.h): a cluster of C CTAs per row (one per 16384 candidates of the longest
-// row, up to 16 where the GPU schedules 16-CTA clusters, else 8), one launch. Each CTA copies its
-// slice into shared memory with asynchronous copies all in flight at once and turns the scores into
-// order keys in place (a slice longer than 32768 is re-read from global memory in every pass). A warp
-// reads 4 consecutive keys a lane (a chunk of 128). Radix select of the k-th key in 3 passes of 11,
-// 11 and 10 bits: each pass every CTA counts its slice into its own histogram with one shared
-// atomic a counted key (one a chunk where the whole chunk holds one key: ReLU's zero plateaus);
-// after a cluster barrier CTA r adds up its share of the bins (bins/C of them) over the cluster's
-// CTAs through distributed shared memory; after a second one every CTA finds the share that holds
-// the k-th key from the C share totals and the digit from that share's bins (one block scan). The
-// ties at the k-th key are shared out by index without another pass: CTA r's count of them is bin
-// d of its last histogram, the lower ranks' counts say how many it takes; only a CTA that takes
-// some but not all of its ties counts them per warp. The picks go to CTA 0 (one atomic a warp and
-// chunk), which sorts them with a bitonic network unrolled for its size and held in registers (one
-// element a thread up to 1024 picks; strides below 32 by shuffles, the others through shared
-// memory) and writes the row. Selection rule and output: v1's (docs/cuda-indexer.md).
+// row, up to 16 where the GPU schedules 16-CTA clusters, else 8), one launch. Each CTA loads its
+// slice (16-byte loads, 16 scores a thread in flight) and keeps it in shared memory as order keys
+// (a slice longer than 32768 is re-read from global memory in every pass). A warp reads 4
+// consecutive keys a lane (a chunk of 128). Radix select of the k-th key in 3 passes of 11, 11 and
+// 10 bits: each pass every CTA counts its slice into its own histogram with one shared atomic a
+// counted key (one a chunk where the whole chunk holds one key: ReLU's zero plateaus); after a
+// cluster barrier CTA r adds up its share of the bins (bins/C of them) over the cluster's CTAs
+// through distributed shared memory and writes the sums into every CTA's merged counts; after a
+// second barrier every CTA finds the digit in its own merged counts (one block scan). The ties at
+// the k-th key are shared out by index without another pass: CTA r's count of them is bin d of its
+// last histogram, the lower ranks' counts say how many it takes; only a CTA that takes some but not
+// all of its ties counts them per warp. The picks go to CTA 0 (one atomic a warp and chunk; a
+// chunk without a candidate is skipped after one vote), which sorts them with a bitonic network
+// unrolled for its size and held in registers (one element a thread up to 1024 picks; strides
+// below 32 by shuffles, the others through shared memory) and writes the row. Selection rule and
+// output: v1's (docs/cuda-indexer.md).
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
@@ -39,23 +40,13 @@ constexpr unsigned kFull = 0xffffffffu;
 
 struct Smem {
   uint32_t keys[kResident];    // the slice's order keys (copied as scores, converted in place), 0 to the chunk's end
-  unsigned hist[2][kMaxBins];  // this CTA's counts; pass p uses hist[p % 2]
-  unsigned share[kMaxBins];    // this CTA's share of the bins, summed over the cluster (the current pass)
-  unsigned share_total[2];     // their sum; pass p uses share_total[p % 2]
+  unsigned hist[kMaxBins];     // this CTA's counts (the current pass)
+  unsigned merged[kMaxBins];   // the cluster's counts of every bin (the current pass)
   uint64_t picks[kMaxTopk];    // CTA 0's list
   int scratch[33];
   int warp_ties[kWarps];
   int digit, above, n_picks;
 };
-
-__device__ inline void copy4_async(uint32_t* dst, const float* src) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src) : "memory");
-}
-__device__ inline void copies_wait_all() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-}
 
 // 32-bit shared-memory addresses, computed once (the generic ones cost a cluster-window computation
 // at every use under this kernel's 64 registers).
@@ -143,17 +134,32 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
   const Slice s = slice_of(len, c, rank);
   const bool resident = slice_part(len, c) <= kResident;
   if (resident) {
-    for (int64_t i = s.lo + t; i < s.hi; i += kThreads) copy4_async(&sm.keys[i - s.lo], x + i);
-    copies_wait_all();
-    __syncthreads();
+    // 4 scores a thread and load, 4 loads in flight; 16-byte loads where the slice is aligned, one
+    // score at a time at its end (nothing past the row's length is read).
+    const float* slice = x + s.lo;
+    const bool aligned = (reinterpret_cast<uintptr_t>(slice) & 15u) == 0;
     const int filled = static_cast<int>(s.hi - s.lo), padded = static_cast<int>(whole_chunks(filled));
-    for (int o = 4 * t; o < padded; o += 4 * kThreads) {
-      uint4 v = *reinterpret_cast<const uint4*>(&sm.keys[o]);
-      v.x = o < filled ? order_key(bits_float(v.x)) : 0;
-      v.y = o + 1 < filled ? order_key(bits_float(v.y)) : 0;
-      v.z = o + 2 < filled ? order_key(bits_float(v.z)) : 0;
-      v.w = o + 3 < filled ? order_key(bits_float(v.w)) : 0;
-      *reinterpret_cast<uint4*>(&sm.keys[o]) = v;
+    for (int o0 = 4 * t; o0 < padded; o0 += 16 * kThreads) {
+      float4 v[4];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int o = o0 + 4 * kThreads * m;
+        if (aligned && o + 4 <= filled) {
+          v[m] = *reinterpret_cast<const float4*>(slice + o);
+        } else {
+          v[m].x = o < filled ? slice[o] : -INFINITY;
+          v[m].y = o + 1 < filled ? slice[o + 1] : -INFINITY;
+          v[m].z = o + 2 < filled ? slice[o + 2] : -INFINITY;
+          v[m].w = o + 3 < filled ? slice[o + 3] : -INFINITY;
+        }
+      }
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int o = o0 + 4 * kThreads * m;
+        if (o < padded)
+          *reinterpret_cast<uint4*>(&sm.keys[o]) =
+              make_uint4(order_key(v[m].x), order_key(v[m].y), order_key(v[m].z), order_key(v[m].w));
+      }
     }
   }
   if (rank == 0 && t == 0) sm.n_picks = 0;
@@ -182,10 +188,9 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
 #pragma unroll
   for (int p = 0; p < kPasses; ++p) {
     const int shift = digit_shift(p), bins = digit_bins(p);
-    unsigned* hist = sm.hist[p % 2];
+    unsigned* hist = sm.hist;
     const unsigned hist_base = shared_address(hist);
     for (int b = t; b < bins; b += kThreads) hist[b] = 0;
-    if (t == 0) sm.share_total[p % 2] = 0;
     __syncthreads();
     for (int o = w_lo; o < w_hi; o += kChunk) {
       const Keys4 r = keys_at(o);
@@ -201,62 +206,52 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
         if (r.k[j] != 0 && (r.k[j] & mask) == prefix)
           shared_add(hist_base + 4u * ((r.k[j] >> shift) & static_cast<uint32_t>(bins - 1)), 1u);
     }
-    // Every CTA's counts complete. hist[p % 2] and share_total[p % 2] were last read by the other
-    // CTAs in pass p - 2, before pass p - 1's barriers, so clearing them above raced with nobody;
-    // share was last read in pass p - 1, before the other CTAs arrived here.
-    cluster.sync();
-    // This CTA's share: bins [share_lo, share_lo + share_bins), each summed over the c CTAs with 4
-    // remote reads in flight at a time.
-    const int per_cta = (bins + c - 1) / c;
-    const int share_lo = min(bins, rank * per_cta), share_bins = min(bins, share_lo + per_cta) - share_lo;
-    unsigned mine = 0;
-    for (int b = t; b < share_bins; b += kThreads) {
-      unsigned sum = 0;
-      for (int r0 = 0; r0 < c; r0 += 4) {
-        unsigned part[4];
+    // hist was last read (by the other CTAs, or by this one's digit search) before pass p - 1's last
+    // barrier, so clearing it above raced with nobody; merged was last read in pass p - 1, before
+    // every CTA arrived at this pass's first barrier, so the writes below race with nobody either.
+    // One CTA a row: its counts are the row's. Else, after a cluster barrier, this CTA's share of
+    // the bins, [share_lo, share_lo + share_bins): each summed over the c CTAs (4 remote reads in
+    // flight at a time) and written into every CTA's merged counts.
+    const unsigned* counts = sm.hist;
+    if (c == 1) {
+      __syncthreads();
+    } else {
+      cluster.sync();
+      const int per_cta = (bins + c - 1) / c;
+      const int share_lo = min(bins, rank * per_cta), share_bins = min(bins, share_lo + per_cta) - share_lo;
+      for (int b = t; b < share_bins; b += kThreads) {
+        unsigned sum = 0;
+        for (int r0 = 0; r0 < c; r0 += 4) {
+          unsigned part[4];
 #pragma unroll
-        for (int q = 0; q < 4; ++q) part[q] = r0 + q < c ? cluster.map_shared_rank(hist, r0 + q)[share_lo + b] : 0u;
+          for (int q = 0; q < 4; ++q) part[q] = r0 + q < c ? cluster.map_shared_rank(hist, r0 + q)[share_lo + b] : 0u;
 #pragma unroll
-        for (int q = 0; q < 4; ++q) sum += part[q];
+          for (int q = 0; q < 4; ++q) sum += part[q];
+        }
+        for (int r = 0; r < c; ++r) cluster.map_shared_rank(sm.merged, r)[share_lo + b] = sum;
       }
-      sm.share[b] = sum;
-      mine += sum;
+      cluster.sync();  // every CTA's merged counts complete
+      counts = sm.merged;
     }
-    mine = __reduce_add_sync(kFull, mine);
-    if (lane == 0 && mine != 0) atomicAdd(&sm.share_total[p % 2], mine);
-    cluster.sync();
-    // The share that holds the need-th key from the top (higher ranks hold higher bins): lane r of
-    // every warp reads rank r's total.
-    const unsigned total_r = lane < c ? cluster.map_shared_rank(sm.share_total, lane)[p % 2] : 0u;
-    unsigned suffix = total_r;  // keys in the shares of ranks >= lane
-#pragma unroll
-    for (int off = 1; off < 32; off <<= 1) {
-      const unsigned y = __shfl_down_sync(kFull, suffix, off);
-      if (lane + off < 32) suffix += y;
+    // The digit: thread t owns bins top and top - 1 (from the top); one block scan.
+    unsigned count_hi = 0, count_lo = 0;
+    const int top = high_bin(bins, t);
+    if (top > 0) {
+      count_hi = counts[top];
+      count_lo = counts[top - 1];
     }
-    const unsigned all_keys = __shfl_sync(kFull, suffix, 0);
-    if (p == 0 && all_keys <= static_cast<unsigned>(a.k)) {  // the same in every thread of the cluster
+    int total = 0;
+    const int higher = topk_block::exclusive_scan(static_cast<int>(count_hi + count_lo), sm.scratch, total);
+    if (p == 0 && total <= a.k) {  // the same in every thread of the cluster
       take_all = true;
       break;
     }
-    const unsigned above_share = suffix - total_r;  // keys in the shares above lane's
-    const unsigned holds = __ballot_sync(kFull, lane < c && above_share < static_cast<unsigned>(need) &&
-                                                    static_cast<unsigned>(need) <= suffix);
-    const int holder = __ffs(holds) - 1;
-    const int above_holder = static_cast<int>(__shfl_sync(kFull, above_share, holder));
-    const int holder_lo = min(bins, holder * per_cta), holder_bins = min(bins, holder_lo + per_cta) - holder_lo;
-    // The digit inside the holder's share: thread t owns its bins top-2t and top-2t-1 (from the top).
-    const unsigned* held = cluster.map_shared_rank(sm.share, holder);
-    const int top = holder_bins - 1 - 2 * t;
-    const unsigned count_hi = top >= 0 ? held[top] : 0u, count_lo = top >= 1 ? held[top - 1] : 0u;
-    int share_sum = 0;
-    const int higher = above_holder + topk_block::exclusive_scan(static_cast<int>(count_hi + count_lo), sm.scratch, share_sum);
-    if (top >= 0) {
+    if (top > 0) {
       if (higher < need && need <= higher + static_cast<int>(count_hi)) {
-        sm.digit = holder_lo + top;
+        sm.digit = top;
         sm.above = higher;
       } else if (higher + static_cast<int>(count_hi) < need && need <= higher + static_cast<int>(count_hi + count_lo)) {
-        sm.digit = holder_lo + top - 1;
+        sm.digit = top - 1;
         sm.above = higher + static_cast<int>(count_hi);
       }
     }
@@ -272,7 +267,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
   // the last pass.
   int tie_take = 0, tie_mine = 0;
   if (!take_all) {
-    unsigned* last = sm.hist[(kPasses - 1) % 2];
+    unsigned* last = sm.hist;
     const unsigned theirs = lane < rank ? cluster.map_shared_rank(last, lane)[digit] : 0u;
     const int before = static_cast<int>(__reduce_add_sync(kFull, theirs));
     tie_mine = static_cast<int>(last[digit]);
@@ -294,8 +289,10 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
   }
   int* count0 = cluster.map_shared_rank(&sm.n_picks, 0);
   uint64_t* picks0 = cluster.map_shared_rank(sm.picks, 0);
+  const uint32_t least = take_all ? 1u : prefix;  // a chunk without a key >= least holds no pick and no tie
   for (int o = w_lo; o < w_hi; o += kChunk) {
     const Keys4 r = keys_at(o);
+    if (!__any_sync(kFull, r.k[0] >= least || r.k[1] >= least || r.k[2] >= least || r.k[3] >= least)) continue;
     bool pick[4];
     unsigned ties[4], picked[4];
     int ties_before = 0, ties_in_chunk = 0;  // keys == K in the chunk before this lane's, and in all
