@@ -15,9 +15,9 @@
 //       its slice of the row in shared memory (re-read from global when a slice is longer), the
 //       histograms merged through distributed shared memory; the same selection rule;
 //   v3  a cluster of up to 16 CTAs per row (one per 16384 candidates), 3 radix passes of 11/11/10
-//       bits with one cluster barrier each, the ties shared out by rank from the last histograms,
-//       a register bitonic sort (topk_v3.cu). Unvalidated until its first GPU run
-//       (docs/cuda-indexer.md).
+//       bits whose counts each CTA's share owner merges through distributed shared memory, the ties
+//       shared out by rank from the last histograms, a register bitonic sort (topk_v3.cu; measured
+//       in docs/cuda-indexer.md).
 #include <cuda_runtime.h>
 
 #include <cstdint>
