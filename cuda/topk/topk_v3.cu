@@ -7,7 +7,9 @@
 // counted key (one a chunk where the whole chunk holds one key: ReLU's zero plateaus); after a
 // cluster barrier CTA r adds up its share of the bins (bins/C of them) over the cluster's CTAs
 // through distributed shared memory and writes the sums into every CTA's merged counts; after a
-// second barrier every CTA finds the digit in its own merged counts (one block scan). The ties at
+// second barrier every CTA finds the digit in its own merged counts (one block scan). A resident
+// slice collects the offsets of its keys in pass 0's digit once, and passes 1 and 2 count those
+// alone (one thread a candidate). The ties at
 // the k-th key are shared out by index without another pass: CTA r's count of them is bin d of its
 // last histogram, the lower ranks' counts say how many it takes; only a CTA that takes some but not
 // all of its ties counts them per warp. The picks go to CTA 0 (one atomic a warp and chunk; a
@@ -43,9 +45,10 @@ struct Smem {
   unsigned hist[kMaxBins];     // this CTA's counts (the current pass)
   unsigned merged[kMaxBins];   // the cluster's counts of every bin (the current pass)
   uint64_t picks[kMaxTopk];    // CTA 0's list
+  uint16_t candidates[kResident];  // slice offsets of the keys in pass 0's digit (any order)
   int scratch[33];
   int warp_ties[kWarps];
-  int digit, above, n_picks;
+  int digit, above, n_picks, n_candidates;
 };
 
 // 32-bit shared-memory addresses, computed once (the generic ones cost a cluster-window computation
@@ -162,7 +165,10 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
       }
     }
   }
-  if (rank == 0 && t == 0) sm.n_picks = 0;
+  if (t == 0) {
+    sm.n_picks = 0;
+    sm.n_candidates = 0;
+  }
   __syncthreads();
   // This warp's segment as offsets into the slice: [w_lo, w_hi), whole chunks but the last.
   const int w_lo = static_cast<int>(warp_begin(s, warp) - s.lo), w_hi = static_cast<int>(warp_end(s, warp) - s.lo);
@@ -192,19 +198,58 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
     const unsigned hist_base = shared_address(hist);
     for (int b = t; b < bins; b += kThreads) hist[b] = 0;
     __syncthreads();
-    for (int o = w_lo; o < w_hi; o += kChunk) {
-      const Keys4 r = keys_at(o);
-      const uint32_t first = __shfl_sync(kFull, r.k[0], 0);
-      if (__all_sync(kFull, r.k[0] == first && r.k[1] == first && r.k[2] == first && r.k[3] == first)) {
-        // One key over the whole chunk (keys past the segment are 0, so these are 128 candidates).
-        if (lane == 0 && first != 0 && (first & mask) == prefix)
-          shared_add(hist_base + 4u * ((first >> shift) & static_cast<uint32_t>(bins - 1)), kChunk);
-        continue;
-      }
+    if (p == 0 || !resident) {
+      for (int o = w_lo; o < w_hi; o += kChunk) {
+        const Keys4 r = keys_at(o);
+        const uint32_t first = __shfl_sync(kFull, r.k[0], 0);
+        if (__all_sync(kFull, r.k[0] == first && r.k[1] == first && r.k[2] == first && r.k[3] == first)) {
+          // One key over the whole chunk (keys past the segment are 0, so these are 128 candidates).
+          if (lane == 0 && first != 0 && (first & mask) == prefix)
+            shared_add(hist_base + 4u * ((first >> shift) & static_cast<uint32_t>(bins - 1)), kChunk);
+          continue;
+        }
 #pragma unroll
-      for (int j = 0; j < 4; ++j)
-        if (r.k[j] != 0 && (r.k[j] & mask) == prefix)
-          shared_add(hist_base + 4u * ((r.k[j] >> shift) & static_cast<uint32_t>(bins - 1)), 1u);
+        for (int j = 0; j < 4; ++j)
+          if (r.k[j] != 0 && (r.k[j] & mask) == prefix)
+            shared_add(hist_base + 4u * ((r.k[j] >> shift) & static_cast<uint32_t>(bins - 1)), 1u);
+      }
+    } else {
+      // A resident slice: passes 1 and 2 count only the keys in pass 0's digit, collected once
+      // (their offsets, a warp's with one atomic a chunk) at the start of pass 1.
+      if (p == 1) {
+        for (int o = w_lo; o < w_hi; o += kChunk) {
+          const Keys4 r = keys_at(o);
+          int before = 0, in_chunk = 0;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const bool in = r.k[j] != 0 && (r.k[j] & mask) == prefix;
+            const unsigned lanes = __ballot_sync(kFull, in);
+            before += __popc(lanes & below);
+            in_chunk += __popc(lanes);
+          }
+          if (in_chunk == 0) continue;
+          int slot = 0;
+          if (lane == 0) slot = atomicAdd(&sm.n_candidates, in_chunk);
+          slot = __shfl_sync(kFull, slot, 0) + before;
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            if (r.k[j] != 0 && (r.k[j] & mask) == prefix) sm.candidates[slot++] = static_cast<uint16_t>(o + 4 * lane + j);
+        }
+        __syncthreads();
+      }
+      const int n_candidates = sm.n_candidates;
+      for (int q0 = 32 * warp; q0 < n_candidates; q0 += kThreads) {
+        const int q = q0 + lane;
+        const uint32_t key = q < n_candidates ? sm.keys[sm.candidates[q]] : 0u;
+        const bool counted = key != 0 && (key & mask) == prefix;
+        const uint32_t first = __shfl_sync(kFull, key, 0);
+        if (__all_sync(kFull, key == first)) {  // one key over the 32 (a plateau)
+          if (lane == 0 && counted)
+            shared_add(hist_base + 4u * ((first >> shift) & static_cast<uint32_t>(bins - 1)), 32u);
+        } else if (counted) {
+          shared_add(hist_base + 4u * ((key >> shift) & static_cast<uint32_t>(bins - 1)), 1u);
+        }
+      }
     }
     // hist was last read (by the other CTAs, or by this one's digit search) before pass p - 1's last
     // barrier, so clearing it above raced with nobody; merged was last read in pass p - 1, before
@@ -294,22 +339,29 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
     const Keys4 r = keys_at(o);
     if (!__any_sync(kFull, r.k[0] >= least || r.k[1] >= least || r.k[2] >= least || r.k[3] >= least)) continue;
     bool pick[4];
-    unsigned ties[4], picked[4];
-    int ties_before = 0, ties_in_chunk = 0;  // keys == K in the chunk before this lane's, and in all
+    unsigned picked[4];
+    if (!ties_partial) {  // this CTA's ties are all taken or none: no ranks needed
+      const bool ties_taken = !take_all && tie_take == tie_mine;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      pick[j] = take_all ? r.k[j] != 0 : r.k[j] > prefix;
-      ties[j] = __ballot_sync(kFull, !take_all && r.k[j] == prefix);
-      ties_before += __popc(ties[j] & below);
-      ties_in_chunk += __popc(ties[j]);
-    }
+      for (int j = 0; j < 4; ++j) pick[j] = take_all ? r.k[j] != 0 : r.k[j] > prefix || (ties_taken && r.k[j] == prefix);
+    } else {
+      unsigned ties[4];
+      int ties_before = 0, ties_in_chunk = 0;  // keys == K in the chunk before this lane's, and in all
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
-      if ((ties[j] >> lane) & 1u) {
-        pick[j] = tie_take == tie_mine || (ties_partial && tie_rank + ties_before < tie_take);
-        ++ties_before;  // this lane's later keys come after this one
+      for (int j = 0; j < 4; ++j) {
+        pick[j] = r.k[j] > prefix;
+        ties[j] = __ballot_sync(kFull, r.k[j] == prefix);
+        ties_before += __popc(ties[j] & below);
+        ties_in_chunk += __popc(ties[j]);
       }
-    tie_rank += ties_in_chunk;
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if ((ties[j] >> lane) & 1u) {
+          pick[j] = tie_rank + ties_before < tie_take;
+          ++ties_before;  // this lane's later keys come after this one
+        }
+      tie_rank += ties_in_chunk;
+    }
     int picks_before = 0, picks_in_chunk = 0;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
