@@ -1,8 +1,13 @@
 #pragma once
 // Hopper (sm_90a) primitives of v3 and v4: wgmma from shared memory, the async-proxy fence, mbarriers,
 // named barriers, setmaxnreg. Plain PTX (PTX ISA 8.x, "Asynchronous warpgroup level matrix
-// multiply-accumulate", "mbarrier"); the descriptors are built by v3_layout.cuh.
+// multiply-accumulate", "mbarrier"); the descriptors are built by v3_layout.cuh; the mbarriers live
+// in cuda/common/mbarrier.cuh and the register budgets in cuda/common/register_budget.cuh (shared
+// with the indexer), named here.
 #include <cstdint>
+
+#include "cuda/common/mbarrier.cuh"
+#include "cuda/common/register_budget.cuh"
 
 namespace dsv4::cuda::attention::sm90 {
 
@@ -121,38 +126,11 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs_tb(float (&d)[128], const ui
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
 }
 
-// ---- mbarrier (shared::cta, 64-bit) -----------------------------------------------------------
-__device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-// Makes the initializations visible to the other threads' mbarrier operations (then __syncthreads).
-__device__ __forceinline__ void fence_mbarrier_init() {
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-// Arrives (release: this thread's earlier writes are visible to a thread that then sees the phase
-// complete).
-__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
-  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
-}
-// Waits (acquire) until the phase of parity `parity` has completed. A wait that never ends (a
-// protocol bug: an arrive missing) traps after 2^25 tries (each try suspends up to a system time
-// limit: seconds at the least, far beyond any legitimate wait here, racecheck's slowdown included),
-// so that the launch fails with an error instead of hanging the test run. The loop is PTX: a C++ loop around
-// try_wait made ptxas lose the registers of the consumers' setmaxnreg region (wgmma serialized).
-__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred done, more;\n.reg .u32 tries;\nmov.u32 tries, 0;\n"
-      "WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@done bra DONE;\n"
-      "add.u32 tries, tries, 1;\n"
-      "setp.lt.u32 more, tries, 33554432;\n"
-      "@more bra WAIT;\n"
-      "trap;\n"
-      "DONE:\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
+// ---- mbarrier: cuda/common/mbarrier.cuh (shared with the indexer) ----------------------------
+using dsv4::cuda::fence_mbarrier_init;
+using dsv4::cuda::mbarrier_arrive;
+using dsv4::cuda::mbarrier_init;
+using dsv4::cuda::mbarrier_wait;
 
 // Named barrier `id` (1..15) over `count` threads (a multiple of 32).
 __device__ __forceinline__ void named_barrier(int id, int count) {
@@ -164,14 +142,8 @@ __device__ __forceinline__ void named_barrier_arrive(int id, int count) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
-// Per-warpgroup register budget (every warp of the warpgroup executes it).
-template <int N>
-__device__ __forceinline__ void setmaxnreg_dec() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
-}
-template <int N>
-__device__ __forceinline__ void setmaxnreg_inc() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
-}
+// Per-warpgroup register budget: cuda/common/register_budget.cuh (shared with the indexer).
+using dsv4::cuda::setmaxnreg_dec;
+using dsv4::cuda::setmaxnreg_inc;
 
 }  // namespace dsv4::cuda::attention::sm90
