@@ -30,6 +30,17 @@ __device__ inline uint64_t slice_descriptor(const void* tile, int rows, int slic
   return static_cast<uint64_t>((addr >> 4) & 0x3FFFu) | (lbo << 16) | (sbo << 32);
 }
 
+// Descriptor of the k32 slice `slice` of an R-row tile of 128-byte rows stored with the 128-byte
+// swizzle (what TMA writes with CU_TENSOR_MAP_SWIZZLE_128B, cuda/common/tma.cuh: 16-byte chunk c of
+// row r at r * 128 + 16 (c ^ r % 8)), the tile 1024-byte aligned. K-major swizzled: SBO = 1024 bytes
+// (the next 8 rows), LBO unused (1 by convention), bits 62-63 = 1 (128B swizzle), base offset 0; the
+// slice starts 32 bytes further along the row (the hardware applies the XOR to the address it forms).
+__device__ inline uint64_t slice_descriptor_sw128(const void* tile, int slice) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(tile)) + 32u * slice;
+  const uint64_t lbo = 1, sbo = kSwizzle128AtomBytes >> 4;
+  return static_cast<uint64_t>((addr >> 4) & 0x3FFFu) | (lbo << 16) | (sbo << 32) | (uint64_t{1} << 62);
+}
+
 __device__ inline void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ inline void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int kPending>

@@ -9,6 +9,7 @@ namespace dsv4::cuda::wgmma {
 
 inline constexpr int kChunkBytes = 16;
 inline constexpr int kCoreMatrixBytes = 128;
+inline constexpr int kSwizzle128AtomBytes = 1024;  // 8 rows of 128 bytes: the 128B swizzle's repeat
 
 // Byte offset of (row, k byte) in an R-row operand tile (wgmma.cuh: 16-byte K chunks of R rows).
 DSV4_HD constexpr int tile_offset(int rows, int row, int k_byte) {

@@ -8,6 +8,10 @@
 //                           v2 one warp per (token, head) (the compressor's entry-slab layout);
 //   indexer_logits_prefill  v1 one thread per logit (indexer_math.cuh, bitwise the oracle);
 //                           v2 wgmma (sm_90a): 2 tokens x 64 heads against 128-key tiles;
+//                           v3 FP8 keys: a persistent grid, TMA key tiles through an mbarrier ring
+//                           and a producer warp, 4 queries a CTA, v2's MMA and epilogue (bitwise
+//                           v2's logits); FP4 keys, an empty key set, or key codes not 16-byte
+//                           aligned run v2 (v3 is implemented for FP8 only);
 //   indexer_logits_decode   v1 one thread per logit; v2 wgmma over the pages of each sequence;
 //                           v3 v2's MMA and epilogue (bitwise v2's logits) behind a cheaper copy
 //                           producer (32-bit page arithmetic, a deeper ring).
@@ -70,11 +74,14 @@ struct DenseKeys {
 
 // Prefill: query i reads keys [ks[i], ke[i]) (none when ke[i] <= ks[i]; int32 [s] each) and writes
 // logits row i [n_cols] (fp32, row stride n_cols): its range the scores, every other column -inf
-// exactly. A key outside every range is never read. Requires ke[i] <= min(keys.count, n_cols).
-// fp4_inexact (v2, FP4; nullptr: not counted): a device int to which the kernel adds the number of
-// query elements whose block scale, relative to their head's largest, was below 2^-7 and so left the
-// e4m3 grid when folded into the operand: the logits are bitwise the oracle's only when it stays 0
-// (docs/cuda-indexer.md).
+// exactly. A key outside every range is never read by v1 and v2; v3 reads whole 128-key tiles
+// (keys 128 t .. 128 t + 127 below keys.count) that hold a key of some range of the 4 queries of a
+// CTA's unit, and writes the other keys' columns -inf all the same. Requires ke[i] <= min(keys.count,
+// n_cols).
+// fp4_inexact (v2, and v3 with FP4 keys, which runs v2; nullptr: not counted): a device int to which
+// the kernel adds the number of query elements whose block scale, relative to their head's largest,
+// was below 2^-7 and so left the e4m3 grid when folded into the operand: the logits are bitwise the
+// oracle's only when it stays 0 (docs/cuda-indexer.md).
 void indexer_logits_prefill(const LogitsParams& p, const IndexerQueries& q, const DenseKeys& keys, const int32_t* ks,
                             const int32_t* ke, float* logits, int64_t n_cols, Variant v, cudaStream_t stream = nullptr,
                             int* fp4_inexact = nullptr);

@@ -8,7 +8,7 @@
 namespace dsv4::cuda {
 namespace {
 
-// has_v3: the entry has a v3 (decode).
+// has_v3: the entry has a v3 (prefill, decode).
 void check_common(const LogitsParams& p, const IndexerQueries& q, int64_t n_cols, Variant v, const char* who,
                   bool has_v3) {
   const std::string w(who);
@@ -29,7 +29,7 @@ void check_common(const LogitsParams& p, const IndexerQueries& q, int64_t n_cols
 void indexer_logits_prefill(const LogitsParams& p, const IndexerQueries& q, const DenseKeys& keys, const int32_t* ks,
                             const int32_t* ke, float* logits, int64_t n_cols, Variant v, cudaStream_t stream,
                             int* fp4_inexact) {
-  check_common(p, q, n_cols, v, "indexer_logits_prefill", false);
+  check_common(p, q, n_cols, v, "indexer_logits_prefill", true);
   if (q.count == 0 || n_cols == 0) return;
   detail::require(ks && ke && logits,
                   "indexer_logits_prefill: ks, ke and logits must be device pointers, got a nullptr");
@@ -37,8 +37,10 @@ void indexer_logits_prefill(const LogitsParams& p, const IndexerQueries& q, cons
                   "indexer_logits_prefill: the key codes and scales must be device pointers, got a nullptr");
   if (v == Variant::v1)
     detail::prefill_logits_v1(p, q, keys, ks, ke, logits, n_cols, stream);
-  else
+  else if (v == Variant::v2)
     detail::prefill_logits_v2(p, q, keys, ks, ke, logits, n_cols, fp4_inexact, stream);
+  else
+    detail::prefill_logits_v3(p, q, keys, ks, ke, logits, n_cols, fp4_inexact, stream);
 }
 
 void indexer_logits_decode(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,

@@ -1,0 +1,70 @@
+#pragma once
+// The Tensor Memory Accelerator (sm_90; PTX ISA "cp.async.bulk.tensor", CUDA driver API "Tensor Map
+// Object Management"): on the host, the tensor map of a row-major byte matrix [rows, row_bytes]
+// read in boxes of [box_rows, row_bytes] with the 128-byte swizzle (the layout wgmma reads with a
+// 128B-swizzle descriptor, cuda/common/wgmma.cuh); on the device, one box into shared memory,
+// completing its bytes on an mbarrier (cuda/common/mbarrier.cuh). Rows past `rows` are filled with
+// zeros and never read. The driver's encoder is reached through the runtime (no libcuda link).
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "cuda/common/launch_checks.h"
+
+namespace dsv4::cuda {
+
+// ---- host ---------------------------------------------------------------------------------------
+
+// The tensor map of `base` [rows][row_bytes] (row_bytes 128: one 128-byte swizzle span a row), boxes
+// of box_rows rows. Requires base 16-byte aligned (checked), 1 <= rows < 2^32, box_rows <= 256.
+inline CUtensorMap tensor_map_rows_sw128(const void* base, int64_t rows, int row_bytes, int box_rows, const char* who) {
+  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                              const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  static Encode encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    const cudaError_t e =
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found);
+    return e == cudaSuccess && found == cudaDriverEntryPointSuccess ? reinterpret_cast<Encode>(fn) : nullptr;
+  }();
+  const std::string w(who);
+  detail::require(encode != nullptr, w + ": the driver has no cuTensorMapEncodeTiled (CUDA 12.0 or newer needed)");
+  detail::require(reinterpret_cast<uintptr_t>(base) % 16 == 0, w + ": the TMA source must be 16-byte aligned");
+  detail::require(row_bytes == 128 && rows >= 1 && rows < (int64_t{1} << 32) && box_rows >= 1 && box_rows <= 256,
+                  w + ": TMA map of " + std::to_string(rows) + " rows of " + std::to_string(row_bytes) +
+                      " bytes in boxes of " + std::to_string(box_rows) + " rows is outside what this helper makes");
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(row_bytes), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_bytes)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(row_bytes), static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box,
+                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  detail::require(r == CUDA_SUCCESS, w + ": cuTensorMapEncodeTiled failed with CUresult " + std::to_string(r));
+  return map;
+}
+
+// ---- device -------------------------------------------------------------------------------------
+
+#ifdef __CUDACC__
+// Loads the box at (x, y) = (byte 0 of the row, row y) of `map` into shared memory at `dst` (1024-byte
+// aligned for the 128B swizzle); its bytes complete on mbarrier `bar` (the caller arrives with
+// expect_tx of the box's bytes). One thread issues it.
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int x, int y, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar)
+      : "memory");
+}
+// Fetches the tensor map (a kernel parameter) into the TMA unit's cache ahead of the first load.
+__device__ __forceinline__ void tma_prefetch_map(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+#endif
+
+}  // namespace dsv4::cuda

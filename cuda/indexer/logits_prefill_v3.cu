@@ -1,0 +1,285 @@
+// v3 of the indexer prefill logits (sm_90a; FP8 keys, docs/cuda-indexer.md "Logits prefill v3"): a
+// persistent grid of one CTA an SM working through units of 4 queries x 16 column tiles
+// (prefill_schedule.h). Warpgroup 2 is the producer (its registers mostly given to the consumers
+// with setmaxnreg): one lane of warp 8 loads each computed 128-key tile with one
+// TMA (128-byte swizzle) into a 6-stage ring of mbarriers (full: the tile's 16 KiB have landed;
+// empty: the 8 consumer warps are done reading it). Warps 0-7 are two consumer warpgroups of 2
+// queries each: per unit they build their queries' A operands (v2's build_query), then per tile
+// issue one m64n128 MMA group a query into its own accumulator, ping-pong: while query 0's epilogue
+// runs, query 1's MMA of the same tile is in flight, and while query 1's runs, query 0's MMA of the
+// next tile. The epilogue is v2's (head_sum, finish: logits_tile.cuh) and the MMA v2's instruction
+// on the same operand values, so the logits are v2's bit for bit. The key's scale byte is read by
+// the thread that owns its column, from global memory, only for columns in its query's range.
+// Columns outside a query's [ks, ke) are -inf exactly; tiles holding no key of the unit's ranges
+// are not read; a computed tile's keys outside the ranges are read (rows below keys.count; TMA
+// fills the rest with zeros) and their columns written -inf.
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/launch_checks.h"
+#include "cuda/common/mbarrier.cuh"
+#include "cuda/common/numerics.cuh"
+#include "cuda/common/register_budget.cuh"
+#include "cuda/common/tma.cuh"
+#include "cuda/common/wgmma.cuh"
+#include "cuda/indexer/indexer_api.h"
+#include "cuda/indexer/logits_launch.h"
+#include "cuda/indexer/logits_tile.cuh"
+#include "cuda/indexer/prefill_schedule.h"
+
+namespace dsv4::cuda {
+namespace {
+
+using namespace logits_tile;
+using prefill_v3::kTileKeys;
+using prefill_v3::kUnitQueries;
+
+constexpr int kConsumerGroups = 2;                               // warpgroups, 2 queries each
+constexpr int kConsumerWarps = kConsumerGroups * 4;              // arrivals on an empty barrier
+constexpr int kThreads = (kConsumerGroups + 1) * kGroupThreads;  // + the producer warpgroup
+constexpr int kStages = 6;
+// Register budgets (setmaxnreg) out of the 384 x 168 a CTA of 384 threads is given: the producer's
+// one lane needs a few dozen, the consumers hold two 64-register accumulators and the epilogue.
+constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
+static_assert(kGroupThreads * kProducerRegisters + kConsumerGroups * kGroupThreads * kConsumerRegisters <=
+                  kThreads * 168,
+              "the register budgets exceed what a 384-thread CTA of one per SM is given");
+constexpr int kTileBytes = kTileKeys * kIndexerDim;  // one FP8 key tile (16 KiB)
+static_assert(kUnitQueries == 2 * kConsumerGroups, "a consumer warpgroup holds 2 queries of a unit");
+
+struct PrefillArgs {
+  IndexerQueries q;
+  const uint8_t* key_scales;  // [n keys][4] UE8M0, byte 0
+  const int32_t* ks;
+  const int32_t* ke;
+  float* logits;
+  int64_t n_cols;
+};
+
+// Shared memory of one CTA (dynamic, its base rounded up to 1024 bytes: the swizzled tiles).
+template <ScoreStorage S>
+struct Smem {
+  alignas(1024) uint8_t b[kStages][kTileBytes];    // key tiles, 128B-swizzled (TMA)
+  alignas(128) uint8_t a[kUnitQueries][kQBytes];   // the unit's A operands (wgmma.cuh tile layout)
+  HeadSum<S> red[kConsumerGroups][4 * kTileKeys];  // head_sum's exchange, per warpgroup
+  alignas(8) uint64_t full[kStages];
+  uint64_t empty[kStages];
+};
+
+__device__ inline uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+// The 4 MMAs of one query against one key tile into acc, committed as one group (not waited for).
+__device__ inline void issue_tile_mma(float (&acc)[kTileKeys / 2], const uint8_t* a_tile, const uint8_t* b_tile) {
+  wgmma::fence();
+#pragma unroll
+  for (int s = 0; s < 4; ++s)
+    wgmma::wgmma_m64n128k32_e4m3(acc, wgmma::slice_descriptor(a_tile, kHeads, s),
+                                 wgmma::slice_descriptor_sw128(b_tile, s), s > 0);
+  wgmma::commit();
+}
+
+// Unit u with its key range (the union of its queries' ranges).
+__device__ inline prefill_v3::Unit unit_with_range(const prefill_v3::Schedule& sched, const PrefillArgs& a, int u) {
+  int64_t lo, hi;
+  const int group = prefill_v3::unit_query_group(u, static_cast<int>(sched.chunks()));
+  prefill_v3::unit_key_range(a.ks, a.ke, static_cast<int64_t>(group) * kUnitQueries, a.q.count, lo, hi);
+  return prefill_v3::unit_of(sched, u, lo, hi);
+}
+
+// The producer (one lane): every computed tile of the CTA's units, in the consumers' order.
+__device__ inline void produce(const CUtensorMap* keys_map, const PrefillArgs& a, const prefill_v3::Schedule& sched,
+                               uint8_t (*b)[kTileBytes], uint64_t* full, uint64_t* empty) {
+  tma_prefetch_map(keys_map);
+  // Tile k of the CTA uses stage k % kStages for the (k / kStages)-th time: (st, round) below.
+  int st = 0;
+  uint32_t round = 0;
+  const int units = static_cast<int>(sched.units());
+  for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    const prefill_v3::Unit w = unit_with_range(sched, a, u);
+    for (int64_t tile = w.first; tile < w.last; ++tile) {
+      if (round > 0) mbarrier_wait(smem_addr(&empty[st]), (round - 1) & 1);
+      mbarrier_arrive_expect_tx(smem_addr(&full[st]), kTileBytes);
+      tma_load_2d(smem_addr(b[st]), keys_map, 0, static_cast<int>(tile * kTileKeys), smem_addr(&full[st]));
+      if (++st == kStages) {
+        st = 0;
+        ++round;
+      }
+    }
+  }
+}
+
+// A consumer warpgroup's two queries of a unit: ranges, whether they exist, logits rows, the folded
+// head weights of this thread's two accumulator rows.
+struct QueryPair {
+  int64_t ks0, ke0, ks1, ke1;
+  bool has0, has1;
+  float* out0;
+  float* out1;
+  float rw0[2], rw1[2];
+};
+
+// One consumer warpgroup's pass over tile k of a unit (its column tile `tile`, in stage st), entered
+// with query 0's and query 1's MMA groups of tile k in flight (in that order). kMore: the unit has a
+// next tile, in stage `next`, waited for and its query-0 MMA issued as soon as acc0 is free, its
+// query-1 MMA at the end; otherwise (the unit's last tile) every MMA is waited for. Either way stage
+// st is released once both of tile k's MMAs have completed.
+template <ScoreStorage S, bool kMore>
+__device__ __forceinline__ void consume_tile(Smem<S>& sm, const PrefillArgs& a, const QueryPair& qp, int64_t tile,
+                                             int st, int next, uint32_t next_round, float (&acc0)[kTileKeys / 2],
+                                             float (&acc1)[kTileKeys / 2], int g, int tg) {
+  const int lane = tg % 32;
+  const int64_t col = tile * kTileKeys + tg;
+  const bool in0 = qp.has0 && col >= qp.ks0 && col < qp.ke0, in1 = qp.has1 && col >= qp.ks1 && col < qp.ke1;
+  const float key_scale = in0 || in1 ? ue8m0_value(a.key_scales[col * kIndexerScaleBytes]) : 1.0f;
+
+  wgmma::wait<1>();  // query 0's group of tile k
+  wgmma::fence_operands(acc0);
+  const HeadSum<S> sum0 = head_sum<S, kTileKeys>(acc0, qp.rw0, sm.red[g], tg, g);
+  if (qp.has0 && col < a.n_cols) qp.out0[col] = in0 ? finish<S>(sum0, key_scale) : -INFINITY;
+  if constexpr (kMore) {
+    mbarrier_wait(smem_addr(&sm.full[next]), next_round & 1);
+    issue_tile_mma(acc0, sm.a[2 * g], sm.b[next]);
+    wgmma::wait<1>();  // query 1's group of tile k (query 0's of tile k + 1 stays in flight)
+  } else {
+    wgmma::wait<0>();
+  }
+  wgmma::fence_operands(acc1);
+  __syncwarp();
+  if (lane == 0) mbarrier_arrive(smem_addr(&sm.empty[st]));  // this warp's reads of tile k are done
+  const HeadSum<S> sum1 = head_sum<S, kTileKeys>(acc1, qp.rw1, sm.red[g], tg, g);
+  if (qp.has1 && col < a.n_cols) qp.out1[col] = in1 ? finish<S>(sum1, key_scale) : -INFINITY;
+  if constexpr (kMore) issue_tile_mma(acc1, sm.a[2 * g + 1], sm.b[next]);
+}
+
+// Consumer warpgroup g (thread tg of it): queries 2g and 2g + 1 of every unit of the CTA.
+template <ScoreStorage S>
+__device__ inline void consume(Smem<S>& sm, const PrefillArgs& a, const prefill_v3::Schedule& sched, int g, int tg) {
+  int st = 0;  // the stage and round of the next tile, as the producer counts them
+  uint32_t round = 0;
+  const auto advance = [](int& stage, uint32_t& r) {
+    if (++stage == kStages) {
+      stage = 0;
+      ++r;
+    }
+  };
+  const int units = static_cast<int>(sched.units());
+  for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    const prefill_v3::Unit w = unit_with_range(sched, a, u);
+    QueryPair qp;
+    const int64_t q0 = w.first_query + 2 * g, q1 = q0 + 1;
+    qp.has0 = q0 < a.q.count;
+    qp.has1 = q1 < a.q.count;
+    qp.ks0 = qp.has0 ? a.ks[q0] : 0;
+    qp.ke0 = qp.has0 ? a.ke[q0] : 0;
+    qp.ks1 = qp.has1 ? a.ks[q1] : 0;
+    qp.ke1 = qp.has1 ? a.ke[q1] : 0;
+    qp.out0 = a.logits + q0 * a.n_cols;
+    qp.out1 = a.logits + q1 * a.n_cols;
+    for (int64_t tile = w.chunk_begin; tile < w.chunk_end; ++tile) {
+      if (w.computed(tile)) continue;
+      const int64_t col = tile * kTileKeys + tg;
+      if (col < a.n_cols) {
+        if (qp.has0) qp.out0[col] = -INFINITY;
+        if (qp.has1) qp.out1[col] = -INFINITY;
+      }
+    }
+    if (w.last == w.first) continue;  // uniform across the CTA (the unit's ranges); the producer skips it too
+
+    // The queries' A operands. The previous unit's MMAs have completed (waited for) and its last
+    // epilogue ended on a barrier of this warpgroup: no thread still reads them.
+    {
+      int inexact = 0;                                             // FP8: always 0
+      const int64_t i0 = qp.has0 ? q0 : 0, i1 = qp.has1 ? q1 : 0;  // a missing query builds query 0's, never stored
+      build_query<IndexerFormat::fp8>(sm.a[2 * g], a.q.codes + i0 * kHeads * kIndexerDim,
+                                      a.q.scales + i0 * kHeads * kIndexerScaleBytes, a.q.weights + i0 * kHeads, tg,
+                                      qp.rw0, inexact);
+      build_query<IndexerFormat::fp8>(sm.a[2 * g + 1], a.q.codes + i1 * kHeads * kIndexerDim,
+                                      a.q.scales + i1 * kHeads * kIndexerScaleBytes, a.q.weights + i1 * kHeads, tg,
+                                      qp.rw1, inexact);
+      wgmma::fence_shared_for_async();
+      group_barrier(g);
+    }
+
+    float acc0[kTileKeys / 2], acc1[kTileKeys / 2];
+    mbarrier_wait(smem_addr(&sm.full[st]), round & 1);
+    issue_tile_mma(acc0, sm.a[2 * g], sm.b[st]);
+    issue_tile_mma(acc1, sm.a[2 * g + 1], sm.b[st]);
+    for (int64_t tile = w.first; tile + 1 < w.last; ++tile) {
+      int next = st;
+      uint32_t next_round = round;
+      advance(next, next_round);
+      consume_tile<S, true>(sm, a, qp, tile, st, next, next_round, acc0, acc1, g, tg);
+      st = next;
+      round = next_round;
+    }
+    consume_tile<S, false>(sm, a, qp, w.last - 1, st, st, round, acc0, acc1, g, tg);
+    advance(st, round);
+  }
+}
+
+template <ScoreStorage S>
+__global__ void __launch_bounds__(kThreads, 1)
+    prefill_logits_v3(const __grid_constant__ CUtensorMap keys_map, const PrefillArgs a) {
+  extern __shared__ uint8_t smem_raw[];
+  Smem<S>& sm = *reinterpret_cast<Smem<S>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+  const prefill_v3::Schedule sched{a.q.count, a.n_cols};
+  if (t == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(smem_addr(&sm.full[s]), 1);                // the producer's expect_tx arrival
+      mbarrier_init(smem_addr(&sm.empty[s]), kConsumerWarps);  // lane 0 of every consumer warp
+    }
+    fence_mbarrier_init();
+  }
+  __syncthreads();
+  if (warp >= kConsumerWarps) {  // the producer warpgroup
+    setmaxnreg_dec<kProducerRegisters>();
+    if (warp == kConsumerWarps && lane == 0) produce(&keys_map, a, sched, sm.b, sm.full, sm.empty);
+    return;
+  }
+  setmaxnreg_inc<kConsumerRegisters>();
+  consume<S>(sm, a, sched, warp / 4, t % kGroupThreads);
+}
+
+template <ScoreStorage S>
+void launch(const CUtensorMap& keys_map, const PrefillArgs& a, cudaStream_t stream) {
+  const int smem = static_cast<int>(sizeof(Smem<S>)) + 1024;  // + the base's rounding to 1024
+  CUDA_CHECK(cudaFuncSetAttribute(prefill_logits_v3<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  int device = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const prefill_v3::Schedule sched{a.q.count, a.n_cols};
+  const int64_t units = sched.units();
+  detail::require(units <= prefill_v3::kMaxUnits, "indexer_logits_prefill v3: " + std::to_string(a.q.count) +
+                                                      " queries x " + std::to_string(a.n_cols) +
+                                                      " columns make more than 2^31 - 1 units of 4 x 2048");
+  const unsigned grid = static_cast<unsigned>(units < sms ? units : sms);
+  prefill_logits_v3<S><<<grid, kThreads, smem, stream>>>(keys_map, a);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+namespace detail {
+
+void prefill_logits_v3(const LogitsParams& p, const IndexerQueries& q, const DenseKeys& keys, const int32_t* ks,
+                       const int32_t* ke, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream) {
+  if (q.count == 0 || n_cols == 0) return;
+  // Where v3 is not implemented, v2 (indexer_api.h): FP4 keys, no keys at all (every range empty:
+  // nothing to map), key codes not 16-byte aligned (TMA's requirement).
+  if (p.format == IndexerFormat::fp4 || keys.count == 0 || reinterpret_cast<uintptr_t>(keys.codes) % 16 != 0) {
+    prefill_logits_v2(p, q, keys, ks, ke, logits, n_cols, inexact, stream);
+    return;
+  }
+  const CUtensorMap keys_map =
+      tensor_map_rows_sw128(keys.codes, keys.count, kIndexerDim, kTileKeys, "indexer_logits_prefill v3");
+  const PrefillArgs a{q, keys.scales, ks, ke, logits, n_cols};
+  p.scores == ScoreStorage::bf16 ? launch<ScoreStorage::bf16>(keys_map, a, stream)
+                                 : launch<ScoreStorage::fp32>(keys_map, a, stream);
+}
+
+}  // namespace detail
+}  // namespace dsv4::cuda
