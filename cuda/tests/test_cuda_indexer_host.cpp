@@ -2,8 +2,9 @@
 // the v1 arithmetic (indexer_math.cuh, compiled here for the CPU) bit for bit against the oracle's
 // indexer_q and indexer_scores; the cache offsets against verify/layouts; the e2m1 -> e4m3 unpacking
 // on every code; the v2 epilogue's lane exchange simulated over a warp; the v3 decode's page walk
-// (32-bit page split, slot offsets, each thread's share of a tile); the top-k order keys; the v3
-// top-k's index arithmetic (slices, warp segments, digits, select bins, the sort network).
+// (32-bit page split, slot offsets, each thread's share of a tile); the v3 prefill's work units
+// (prefill_schedule.h); the top-k order keys; the v3 top-k's index arithmetic (slices, warp
+// segments, digits, select bins, the sort network).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 #include "cuda/indexer/indexer_math.cuh"
 #include "cuda/indexer/oracle_mirror.h"
 #include "cuda/indexer/page_walk.h"
+#include "cuda/indexer/prefill_schedule.h"
 #include "cuda/indexer/tile_math.cuh"
 #include "cuda/topk/topk_keys.cuh"
 #include "cuda/topk/topk_v3_plan.h"
@@ -395,6 +397,73 @@ TEST_CASE("wgmma operand tiles: tile_offset is the no-swizzle K-major layout the
         bad += cuda::wgmma::tile_offset(rows, r, kb) != canonical;
       }
     CHECK(bad == 0);
+  }
+}
+
+TEST_CASE(
+    "prefill v3 units: every logit in one unit, every key of a range in a computed tile, tiles below the key count") {
+  namespace pv = cuda::prefill_v3;
+  std::mt19937_64 gen(14);
+  struct Shape {
+    int64_t s, n_keys, n_cols;
+  };
+  // Ragged tails (queries not a multiple of 4, columns not of 128 or 2048), a chunk boundary, extra
+  // columns past the keys, one query, one column.
+  for (const Shape sh : {Shape{9, 2600, 2700}, Shape{67, 150, 150}, Shape{1, 1, 1}, Shape{13, 700, 700},
+                         Shape{5, 4096, 4097}, Shape{3, 200, 260}}) {
+    for (int kind = 0; kind < 3; ++kind) {  // causal, random (empty ranges included), all empty
+      std::vector<int32_t> ks(static_cast<size_t>(sh.s)), ke(static_cast<size_t>(sh.s));
+      std::uniform_int_distribution<int64_t> pos(0, sh.n_keys);
+      for (int64_t i = 0; i < sh.s; ++i) {
+        int64_t a = 0, b = 0;
+        if (kind == 0) {
+          b = std::min(sh.n_keys, (533 + i + 1) / 4);
+        } else if (kind == 1) {
+          a = pos(gen);
+          b = pos(gen);
+          if (i % 5 == 2) b = a;  // empty
+          if (a > b) std::swap(a, b);
+        }
+        ks[static_cast<size_t>(i)] = static_cast<int32_t>(a);
+        ke[static_cast<size_t>(i)] = static_cast<int32_t>(b);
+      }
+      const pv::Schedule sched{sh.s, sh.n_cols};
+      REQUIRE(sched.units() <= pv::kMaxUnits);
+      std::vector<int> covered(static_cast<size_t>(sh.s * sh.n_cols), 0);
+      int64_t uncomputed_in_range = 0, outside_keys = 0, bad_range = 0, bad_chunk = 0;
+      for (int u = 0; u < static_cast<int>(sched.units()); ++u) {
+        const int64_t first_query = int64_t{pv::unit_query_group(u, static_cast<int>(sched.chunks()))} * 4;
+        int64_t lo = 0, hi = 0;
+        pv::unit_key_range(ks.data(), ke.data(), first_query, sh.s, lo, hi);
+        // The union, counted directly.
+        int64_t want_lo = pv::kNoKeys, want_hi = 0;
+        for (int64_t i = first_query; i < std::min(sh.s, first_query + 4); ++i)
+          if (ke[static_cast<size_t>(i)] > ks[static_cast<size_t>(i)]) {
+            want_lo = std::min<int64_t>(want_lo, ks[static_cast<size_t>(i)]);
+            want_hi = std::max<int64_t>(want_hi, ke[static_cast<size_t>(i)]);
+          }
+        bad_range += lo != want_lo || hi != want_hi;
+        const pv::Unit w = pv::unit_of(sched, u, lo, hi);
+        bad_range += w.first_query != first_query;
+        bad_chunk += w.chunk_begin < 0 || w.chunk_end > sched.col_tiles() || w.chunk_begin >= w.chunk_end ||
+                     w.first < w.chunk_begin || w.last > w.chunk_end || w.first > w.last;
+        for (int64_t tile = w.first; tile < w.last; ++tile)
+          outside_keys += !(tile * pv::kTileKeys < hi && hi <= sh.n_keys);  // TMA's box starts below the keys
+        for (int64_t i = first_query; i < std::min(sh.s, first_query + 4); ++i)
+          for (int64_t tile = w.chunk_begin; tile < w.chunk_end; ++tile)
+            for (int64_t col = tile * pv::kTileKeys; col < std::min(sh.n_cols, (tile + 1) * pv::kTileKeys); ++col) {
+              ++covered[static_cast<size_t>(i * sh.n_cols + col)];
+              const bool in_range = col >= ks[static_cast<size_t>(i)] && col < ke[static_cast<size_t>(i)];
+              uncomputed_in_range += in_range && !w.computed(tile);
+            }
+      }
+      INFO("s " << sh.s << " n_cols " << sh.n_cols << " kind " << kind);
+      CHECK(bad_range == 0);
+      CHECK(bad_chunk == 0);
+      CHECK(uncomputed_in_range == 0);
+      CHECK(outside_keys == 0);
+      CHECK(std::count(covered.begin(), covered.end(), 1) == static_cast<int64_t>(covered.size()));
+    }
   }
 }
 
