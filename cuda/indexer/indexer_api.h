@@ -10,8 +10,8 @@
 //                           v2 wgmma (sm_90a): 2 tokens x 64 heads against 128-key tiles;
 //                           v3 FP8 keys: a persistent grid, TMA key tiles through an mbarrier ring
 //                           and a producer warp, 4 queries a CTA, v2's MMA and epilogue (bitwise
-//                           v2's logits); FP4 keys, an empty key set, or key codes not 16-byte
-//                           aligned run v2 (v3 is implemented for FP8 only);
+//                           v2's logits); FP4 keys or an empty key set run v2 (v3 is implemented
+//                           for FP8 only); v2 and v3 need 16-byte aligned key codes;
 //   indexer_logits_decode   v1 one thread per logit; v2 wgmma over the pages of each sequence;
 //                           v3 v2's MMA and epilogue (bitwise v2's logits) behind a cheaper copy
 //                           producer (32-bit page arithmetic, a deeper ring).

@@ -1,4 +1,5 @@
 // The indexer logits entry points (indexer_api.h): argument checks, then the version asked for.
+#include <cstdint>
 #include <string>
 
 #include "cuda/common/launch_checks.h"
@@ -35,6 +36,10 @@ void indexer_logits_prefill(const LogitsParams& p, const IndexerQueries& q, cons
                   "indexer_logits_prefill: ks, ke and logits must be device pointers, got a nullptr");
   detail::require(keys.count == 0 || (keys.codes && keys.scales),
                   "indexer_logits_prefill: the key codes and scales must be device pointers, got a nullptr");
+  detail::require(v == Variant::v1 || keys.count == 0 || reinterpret_cast<uintptr_t>(keys.codes) % 16 == 0,
+                  std::string("indexer_logits_prefill ") + variant_name(v) +
+                      ": the key codes must be 16-byte aligned (16-byte copies, TMA), got an address " +
+                      std::to_string(reinterpret_cast<uintptr_t>(keys.codes) % 16) + " bytes past a boundary: use v1");
   if (v == Variant::v1)
     detail::prefill_logits_v1(p, q, keys, ks, ke, logits, n_cols, stream);
   else if (v == Variant::v2)

@@ -269,8 +269,8 @@ void prefill_logits_v3(const LogitsParams& p, const IndexerQueries& q, const Den
                        const int32_t* ke, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream) {
   if (q.count == 0 || n_cols == 0) return;
   // Where v3 is not implemented, v2 (indexer_api.h): FP4 keys, no keys at all (every range empty:
-  // nothing to map), key codes not 16-byte aligned (TMA's requirement).
-  if (p.format == IndexerFormat::fp4 || keys.count == 0 || reinterpret_cast<uintptr_t>(keys.codes) % 16 != 0) {
+  // nothing to map). The key codes are 16-byte aligned (indexer_logits_prefill checks it).
+  if (p.format == IndexerFormat::fp4 || keys.count == 0) {
     prefill_logits_v2(p, q, keys, ks, ke, logits, n_cols, inexact, stream);
     return;
   }
