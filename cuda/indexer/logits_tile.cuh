@@ -211,8 +211,9 @@ __device__ inline HeadSum<S> head_sum(const float (&acc)[N / 2], const float (&r
   for (int c = 0; c < kSlots; ++c) {
     const float x0 = acc[4 * (c / 2) + c % 2], x8 = acc[4 * (c / 2) + 2 + c % 2];  // rows m0, m0 + 8
     if constexpr (S == ScoreStorage::bf16) {
-      const float t0 = bf16_round(row_weights[0] * relu_keep_nan(bf16_round(x0)));
-      const float t8 = bf16_round(row_weights[1] * relu_keep_nan(bf16_round(x8)));
+      float r0, r8, t0, t8;  // bf16_round_hw2: bf16_round's values (a NaN stays NaN: only arithmetic follows)
+      bf16_round_hw2(x0, x8, r0, r8);
+      bf16_round_hw2(row_weights[0] * relu_keep_nan(r0), row_weights[1] * relu_keep_nan(r8), t0, t8);
       v[c] = static_cast<double>(t0) + static_cast<double>(t8);
     } else {
       v[c] = fmaf(relu_keep_nan(x8), row_weights[1], relu_keep_nan(x0) * row_weights[0]);

@@ -1,7 +1,8 @@
 #pragma once
 // The index and bit math of the v2 logits kernels (logits_tile.cuh) that host code can check
 // (test_cuda_host): e2m1 -> e4m3 unpacking, and which accumulator columns a lane owns after the
-// epilogue's exchange across lanes.
+// epilogue's exchange across lanes; and the epilogue's hardware bf16 rounding (device only, checked
+// exhaustively by test_cuda_indexer).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -50,5 +51,21 @@ template <int kSlots>
 DSV4_HD inline int owned_slot(int k, int lane) {
   return k + (kSlots / 2) * ((lane >> 2) & 1) + (kSlots / 4) * ((lane >> 3) & 1) + (kSlots / 8) * ((lane >> 4) & 1);
 }
+
+// bf16_round of two values by one hardware conversion (cvt.rn.bf16x2.f32; bf16_bits costs seven
+// integer instructions a value, the conversion one issue for both): the same values on every non-NaN
+// fp32 input (both round the fp32 bits to nearest even, subnormals kept, overflow to infinity by
+// IEEE's unbounded-exponent rule: bf16_bits adds 0x7fff + lsb to the bits, which is that rounding);
+// a NaN stays a NaN (payload canonical instead of bf16_bits' quieted one). Used only where the
+// results feed arithmetic, never for a stored value. test_cuda_indexer compares it with bf16_round
+// on all 2^32 inputs, in both halves.
+#ifdef __CUDACC__
+__device__ inline void bf16_round_hw2(float a, float b, float& ra, float& rb) {
+  uint32_t packed;  // a in the upper half, b in the lower
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(a), "f"(b));
+  ra = __uint_as_float(packed & 0xffff0000u);
+  rb = __uint_as_float(packed << 16);
+}
+#endif
 
 }  // namespace dsv4::cuda::logits_tile

@@ -23,6 +23,7 @@
 //              same MMA instruction on the same operand values, the same epilogue), also over more
 //              work units than the GPU has SMs (the persistent loop, the ring's phases) and with
 //              key codes that are not 16-byte aligned (v2 runs them).
+// The epilogue's hardware bf16 rounding against bf16_round over all 2^32 fp32 inputs.
 // Plus 20 reruns bitwise identical, a query's logits independent of its batch neighbours (prefill v2
 // and v3, decode v3), zero-length calls, argument checks.
 #include <doctest/doctest.h>
@@ -44,6 +45,7 @@
 #include "cuda/indexer/indexer_api.h"
 #include "cuda/indexer/indexer_math.cuh"
 #include "cuda/indexer/oracle_mirror.h"
+#include "cuda/tests/bf16_rounding_check.h"
 #include "cuda/tests/harness.h"
 #include "reference/config.h"
 #include "reference/precision.h"
@@ -746,6 +748,16 @@ TEST_CASE("v2 and v3 prefill logits are bitwise identical over 20 reruns and ind
                  std::bit_cast<uint32_t>(first[static_cast<size_t>(order[static_cast<size_t>(i)] * n_keys + j)]);
       CHECK(bad == 0);
     }
+}
+
+// The epilogue's inner bf16 roundings use the hardware conversion (tile_math.cuh bf16_round_hw2):
+// bit for bit bf16_round on every non-NaN fp32 (so the logits stay bitwise what they were: the
+// rounded values feed arithmetic only), NaN kept NaN. All 2^32 inputs; cvt.rz or cvt.rn.relu in
+// place of cvt.rn would fail it.
+TEST_CASE("the epilogue's hardware bf16 rounding equals bf16_round on all 2^32 fp32 inputs") {
+  const auto m = cuda::testing::bf16_rounding_mismatches();
+  CHECK(m.non_nan_bits_differ == 0);
+  CHECK(m.nan_not_kept == 0);
 }
 
 TEST_CASE("FP4 v2 counts query blocks whose relative scale leaves the e4m3 grid") {
