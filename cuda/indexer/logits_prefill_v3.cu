@@ -1,13 +1,13 @@
 // v3 of the indexer prefill logits (sm_90a; FP8 keys, docs/cuda-indexer.md "Logits prefill v3"): a
 // persistent grid of one CTA an SM working through units of 4 queries x 16 column tiles
-// (prefill_schedule.h). Warpgroup 2 is the producer (its registers mostly given to the consumers
-// with setmaxnreg): one lane of warp 8 loads each computed 128-key tile with one
+// (prefill_schedule.h). Warpgroup 4 is the producer (its registers mostly given to the consumers
+// with setmaxnreg): one lane of warp 16 loads each computed 128-key tile with one
 // TMA (128-byte swizzle) into a 6-stage ring of mbarriers (full: the tile's 16 KiB have landed;
-// empty: the 8 consumer warps are done reading it). Warps 0-7 are two consumer warpgroups of 2
-// queries each: per unit they build their queries' A operands (v2's build_query), then per tile
-// issue one m64n128 MMA group a query into its own accumulator, ping-pong: while query 0's epilogue
-// runs, query 1's MMA of the same tile is in flight, and while query 1's runs, query 0's MMA of the
-// next tile. The epilogue is v2's (head_sum, finish: logits_tile.cuh) and the MMA v2's instruction
+// empty: the 16 consumer warps are done reading it). Warps 0-15 are four consumer warpgroups of
+// one query each: per unit they build their query's A operand (v2's build_query), then per tile
+// issue one m64n128 MMA group, wait for it, release the stage and run the epilogue; with four
+// warps a scheduler, one warpgroup's epilogue runs while the others' MMAs are in flight. The
+// epilogue is v2's (head_sum, finish: logits_tile.cuh) and the MMA v2's instruction
 // on the same operand values, so the logits are v2's bit for bit. The key's scale byte is read by
 // the thread that owns its column, from global memory, only for columns in its query's range.
 // Columns outside a query's [ks, ke) are -inf exactly; tiles holding no key of the unit's ranges
@@ -37,18 +37,19 @@ using namespace logits_tile;
 using prefill_v3::kTileKeys;
 using prefill_v3::kUnitQueries;
 
-constexpr int kConsumerGroups = 2;                               // warpgroups, 2 queries each
+constexpr int kConsumerGroups = 4;                               // warpgroups, one query each
 constexpr int kConsumerWarps = kConsumerGroups * 4;              // arrivals on an empty barrier
 constexpr int kThreads = (kConsumerGroups + 1) * kGroupThreads;  // + the producer warpgroup
 constexpr int kStages = 6;
-// Register budgets (setmaxnreg) out of the 384 x 168 a CTA of 384 threads is given: the producer's
-// one lane needs a few dozen, the consumers hold two 64-register accumulators and the epilogue.
-constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;
+// Register budgets (setmaxnreg) out of the 640 x 96 a CTA of 640 threads is given (65536 / 640,
+// rounded down to the allocation's 8): the producer's one lane needs a few dozen, a consumer one
+// 64-register accumulator and the epilogue.
+constexpr int kLaunchRegisters = 96, kProducerRegisters = 24, kConsumerRegisters = 112;
 static_assert(kGroupThreads * kProducerRegisters + kConsumerGroups * kGroupThreads * kConsumerRegisters <=
-                  kThreads * 168,
-              "the register budgets exceed what a 384-thread CTA of one per SM is given");
+                  kThreads * kLaunchRegisters,
+              "the register budgets exceed what a 640-thread CTA of one per SM is given");
 constexpr int kTileBytes = kTileKeys * kIndexerDim;  // one FP8 key tile (16 KiB)
-static_assert(kUnitQueries == 2 * kConsumerGroups, "a consumer warpgroup holds 2 queries of a unit");
+static_assert(kUnitQueries == kConsumerGroups, "a consumer warpgroup holds one query of a unit");
 
 struct PrefillArgs {
   IndexerQueries q;
@@ -111,112 +112,57 @@ __device__ inline void produce(const CUtensorMap* keys_map, const PrefillArgs& a
   }
 }
 
-// A consumer warpgroup's two queries of a unit: ranges, whether they exist, logits rows, the folded
-// head weights of this thread's two accumulator rows.
-struct QueryPair {
-  int64_t ks0, ke0, ks1, ke1;
-  bool has0, has1;
-  float* out0;
-  float* out1;
-  float rw0[2], rw1[2];
-};
-
-// One consumer warpgroup's pass over tile k of a unit (its column tile `tile`, in stage st), entered
-// with query 0's and query 1's MMA groups of tile k in flight (in that order). kMore: the unit has a
-// next tile, in stage `next`, waited for and its query-0 MMA issued as soon as acc0 is free, its
-// query-1 MMA at the end; otherwise (the unit's last tile) every MMA is waited for. Either way stage
-// st is released once both of tile k's MMAs have completed.
-template <ScoreStorage S, bool kMore>
-__device__ __forceinline__ void consume_tile(Smem<S>& sm, const PrefillArgs& a, const QueryPair& qp, int64_t tile,
-                                             int st, int next, uint32_t next_round, float (&acc0)[kTileKeys / 2],
-                                             float (&acc1)[kTileKeys / 2], int g, int tg) {
-  const int lane = tg % 32;
-  const int64_t col = tile * kTileKeys + tg;
-  const bool in0 = qp.has0 && col >= qp.ks0 && col < qp.ke0, in1 = qp.has1 && col >= qp.ks1 && col < qp.ke1;
-  const float key_scale = in0 || in1 ? ue8m0_value(a.key_scales[col * kIndexerScaleBytes]) : 1.0f;
-
-  wgmma::wait<1>();  // query 0's group of tile k
-  wgmma::fence_operands(acc0);
-  const HeadSum<S> sum0 = head_sum<S, kTileKeys>(acc0, qp.rw0, sm.red[g], tg, g);
-  if (qp.has0 && col < a.n_cols) qp.out0[col] = in0 ? finish<S>(sum0, key_scale) : -INFINITY;
-  if constexpr (kMore) {
-    mbarrier_wait(smem_addr(&sm.full[next]), next_round & 1);
-    issue_tile_mma(acc0, sm.a[2 * g], sm.b[next]);
-    wgmma::wait<1>();  // query 1's group of tile k (query 0's of tile k + 1 stays in flight)
-  } else {
-    wgmma::wait<0>();
-  }
-  wgmma::fence_operands(acc1);
-  __syncwarp();
-  if (lane == 0) mbarrier_arrive(smem_addr(&sm.empty[st]));  // this warp's reads of tile k are done
-  const HeadSum<S> sum1 = head_sum<S, kTileKeys>(acc1, qp.rw1, sm.red[g], tg, g);
-  if (qp.has1 && col < a.n_cols) qp.out1[col] = in1 ? finish<S>(sum1, key_scale) : -INFINITY;
-  if constexpr (kMore) issue_tile_mma(acc1, sm.a[2 * g + 1], sm.b[next]);
-}
-
-// Consumer warpgroup g (thread tg of it): queries 2g and 2g + 1 of every unit of the CTA.
+// Consumer warpgroup g (thread tg of it): query g of every unit of the CTA.
 template <ScoreStorage S>
 __device__ inline void consume(Smem<S>& sm, const PrefillArgs& a, const prefill_v3::Schedule& sched, int g, int tg) {
+  const int lane = tg % 32;
   int st = 0;  // the stage and round of the next tile, as the producer counts them
   uint32_t round = 0;
-  const auto advance = [](int& stage, uint32_t& r) {
-    if (++stage == kStages) {
-      stage = 0;
-      ++r;
-    }
-  };
   const int units = static_cast<int>(sched.units());
   for (int u = blockIdx.x; u < units; u += gridDim.x) {
     const prefill_v3::Unit w = unit_with_range(sched, a, u);
-    QueryPair qp;
-    const int64_t q0 = w.first_query + 2 * g, q1 = q0 + 1;
-    qp.has0 = q0 < a.q.count;
-    qp.has1 = q1 < a.q.count;
-    qp.ks0 = qp.has0 ? a.ks[q0] : 0;
-    qp.ke0 = qp.has0 ? a.ke[q0] : 0;
-    qp.ks1 = qp.has1 ? a.ks[q1] : 0;
-    qp.ke1 = qp.has1 ? a.ke[q1] : 0;
-    qp.out0 = a.logits + q0 * a.n_cols;
-    qp.out1 = a.logits + q1 * a.n_cols;
+    const int64_t q = w.first_query + g;
+    const bool has = q < a.q.count;
+    const int64_t ks = has ? a.ks[q] : 0, ke = has ? a.ke[q] : 0;
+    float* const out = a.logits + q * a.n_cols;
     for (int64_t tile = w.chunk_begin; tile < w.chunk_end; ++tile) {
       if (w.computed(tile)) continue;
       const int64_t col = tile * kTileKeys + tg;
-      if (col < a.n_cols) {
-        if (qp.has0) qp.out0[col] = -INFINITY;
-        if (qp.has1) qp.out1[col] = -INFINITY;
-      }
+      if (has && col < a.n_cols) out[col] = -INFINITY;
     }
     if (w.last == w.first) continue;  // uniform across the CTA (the unit's ranges); the producer skips it too
 
-    // The queries' A operands. The previous unit's MMAs have completed (waited for) and its last
-    // epilogue ended on a barrier of this warpgroup: no thread still reads them.
+    // The query's A operand. The previous unit's MMAs have completed (waited for) and its last
+    // epilogue ended on a barrier of this warpgroup: no thread still reads it.
+    float rw[2];
     {
-      int inexact = 0;                                             // FP8: always 0
-      const int64_t i0 = qp.has0 ? q0 : 0, i1 = qp.has1 ? q1 : 0;  // a missing query builds query 0's, never stored
-      build_query<IndexerFormat::fp8>(sm.a[2 * g], a.q.codes + i0 * kHeads * kIndexerDim,
-                                      a.q.scales + i0 * kHeads * kIndexerScaleBytes, a.q.weights + i0 * kHeads, tg,
-                                      qp.rw0, inexact);
-      build_query<IndexerFormat::fp8>(sm.a[2 * g + 1], a.q.codes + i1 * kHeads * kIndexerDim,
-                                      a.q.scales + i1 * kHeads * kIndexerScaleBytes, a.q.weights + i1 * kHeads, tg,
-                                      qp.rw1, inexact);
+      int inexact = 0;                   // FP8: always 0
+      const int64_t i = has ? q : 0;     // a missing query builds query 0's, never stored
+      build_query<IndexerFormat::fp8>(sm.a[g], a.q.codes + i * kHeads * kIndexerDim,
+                                      a.q.scales + i * kHeads * kIndexerScaleBytes, a.q.weights + i * kHeads, tg, rw,
+                                      inexact);
       wgmma::fence_shared_for_async();
       group_barrier(g);
     }
 
-    float acc0[kTileKeys / 2], acc1[kTileKeys / 2];
-    mbarrier_wait(smem_addr(&sm.full[st]), round & 1);
-    issue_tile_mma(acc0, sm.a[2 * g], sm.b[st]);
-    issue_tile_mma(acc1, sm.a[2 * g + 1], sm.b[st]);
-    for (int64_t tile = w.first; tile + 1 < w.last; ++tile) {
-      int next = st;
-      uint32_t next_round = round;
-      advance(next, next_round);
-      consume_tile<S, true>(sm, a, qp, tile, st, next, next_round, acc0, acc1, g, tg);
-      st = next;
-      round = next_round;
+    for (int64_t tile = w.first; tile < w.last; ++tile) {
+      const int64_t col = tile * kTileKeys + tg;
+      const bool in = has && col >= ks && col < ke;
+      const float key_scale = in ? ue8m0_value(a.key_scales[col * kIndexerScaleBytes]) : 1.0f;
+      float acc[kTileKeys / 2];
+      mbarrier_wait(smem_addr(&sm.full[st]), round & 1);
+      issue_tile_mma(acc, sm.a[g], sm.b[st]);
+      wgmma::wait<0>();
+      wgmma::fence_operands(acc);
+      __syncwarp();
+      if (lane == 0) mbarrier_arrive(smem_addr(&sm.empty[st]));  // this warp's reads of the tile are done
+      const HeadSum<S> sum = head_sum<S, kTileKeys>(acc, rw, sm.red[g], tg, g);
+      if (has && col < a.n_cols) out[col] = in ? finish<S>(sum, key_scale) : -INFINITY;
+      if (++st == kStages) {
+        st = 0;
+        ++round;
+      }
     }
-    consume_tile<S, false>(sm, a, qp, w.last - 1, st, st, round, acc0, acc1, g, tg);
-    advance(st, round);
   }
 }
 

@@ -13,7 +13,7 @@
 namespace dsv4::cuda::prefill_v3 {
 
 inline constexpr int kTileKeys = 128;          // columns (keys) of a tile: the N of the MMA
-inline constexpr int kUnitQueries = 4;         // queries of a unit: 2 consumer warpgroups x 2
+inline constexpr int kUnitQueries = 4;         // queries of a unit: one a consumer warpgroup
 inline constexpr int kUnitTiles = 16;          // column tiles of a unit's chunk (2048 columns)
 inline constexpr int64_t kNoKeys = INT64_MAX;  // lo of a unit whose ranges are all empty
 
