@@ -136,8 +136,8 @@ __device__ inline void consume(Smem<S>& sm, const PrefillArgs& a, const prefill_
     // epilogue ended on a barrier of this warpgroup: no thread still reads it.
     float rw[2];
     {
-      int inexact = 0;                   // FP8: always 0
-      const int64_t i = has ? q : 0;     // a missing query builds query 0's, never stored
+      int inexact = 0;                // FP8: always 0
+      const int64_t i = has ? q : 0;  // a missing query builds query 0's, never stored
       build_query<IndexerFormat::fp8>(sm.a[g], a.q.codes + i * kHeads * kIndexerDim,
                                       a.q.scales + i * kHeads * kIndexerScaleBytes, a.q.weights + i * kHeads, tg, rw,
                                       inexact);

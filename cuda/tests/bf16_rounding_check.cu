@@ -19,7 +19,8 @@ namespace {
 __global__ void compare_bf16_roundings(unsigned long long* counts) {
   unsigned long long differ = 0, lost_nan = 0;
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
-  for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (uint64_t{1} << 32); i += stride) {
+  for (uint64_t i = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (uint64_t{1} << 32);
+       i += stride) {
     // x in the upper half of the conversion, and in the lower half paired with another input.
     const uint32_t bits = static_cast<uint32_t>(i);
     const float x = __uint_as_float(bits), y = __uint_as_float(__brev(bits));
