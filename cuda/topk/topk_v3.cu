@@ -41,10 +41,10 @@ using namespace topk_v3_plan;
 constexpr unsigned kFull = 0xffffffffu;
 
 struct Smem {
-  uint32_t keys[kResident];    // the slice's order keys (copied as scores, converted in place), 0 to the chunk's end
-  unsigned hist[kMaxBins];     // this CTA's counts (the current pass)
-  unsigned merged[kMaxBins];   // the cluster's counts of every bin (the current pass)
-  uint64_t picks[kMaxTopk];    // CTA 0's list
+  uint32_t keys[kResident];   // the slice's order keys (copied as scores, converted in place), 0 to the chunk's end
+  unsigned hist[kMaxBins];    // this CTA's counts (the current pass)
+  unsigned merged[kMaxBins];  // the cluster's counts of every bin (the current pass)
+  uint64_t picks[kMaxTopk];   // CTA 0's list
   uint16_t candidates[kResident];  // slice offsets of the keys in pass 0's digit (any order)
   int scratch[33];
   int warp_ties[kWarps];
@@ -59,7 +59,9 @@ __device__ inline void shared_add(unsigned address, unsigned v) {
 }
 __device__ inline uint4 shared_load4(unsigned address) {
   uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(address));
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(address));
   return v;
 }
 
@@ -70,7 +72,9 @@ struct Keys4 {
 
 // One compare-exchange of the network: the larger of the pair where keep_max, else the smaller (the
 // composites are distinct, or both 0).
-__device__ inline uint64_t exchanged(uint64_t v, uint64_t other, bool keep_max) { return (other > v) == keep_max ? other : v; }
+__device__ inline uint64_t exchanged(uint64_t v, uint64_t other, bool keep_max) {
+  return (other > v) == keep_max ? other : v;
+}
 
 // The bitonic network of kSize (64 .. 2048) positions, unrolled: thread t holds positions t and
 // t + kThreads in v (the second only when kSize > kThreads); the warps past kSize only meet the
@@ -104,7 +108,8 @@ __device__ inline void bitonic_network(uint64_t* list, uint64_t (&v)[2]) {
       }
       if (!idle)
 #pragma unroll
-        for (int e = 0; e < kHeld; ++e) v[e] = exchanged(v[e], other[e], bitonic_keeps_max(t + kThreads * e, stride, span));
+        for (int e = 0; e < kHeld; ++e)
+          v[e] = exchanged(v[e], other[e], bitonic_keeps_max(t + kThreads * e, stride, span));
     }
 }
 
@@ -115,12 +120,18 @@ __device__ inline void sort_descending(uint64_t* list, int n, uint64_t (&v)[2]) 
 #pragma unroll
   for (int e = 0; e < 2; ++e) v[e] = t + kThreads * e < n ? list[t + kThreads * e] : 0;
   __syncthreads();  // every read of the list done before the first exchange writes it
-  if (n <= 64) bitonic_network<64>(list, v);
-  else if (n <= 128) bitonic_network<128>(list, v);
-  else if (n <= 256) bitonic_network<256>(list, v);
-  else if (n <= 512) bitonic_network<512>(list, v);
-  else if (n <= 1024) bitonic_network<1024>(list, v);
-  else bitonic_network<2048>(list, v);
+  if (n <= 64)
+    bitonic_network<64>(list, v);
+  else if (n <= 128)
+    bitonic_network<128>(list, v);
+  else if (n <= 256)
+    bitonic_network<256>(list, v);
+  else if (n <= 512)
+    bitonic_network<512>(list, v);
+  else if (n <= 1024)
+    bitonic_network<1024>(list, v);
+  else
+    bitonic_network<2048>(list, v);
 }
 
 __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) {
@@ -233,7 +244,8 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
           slot = __shfl_sync(kFull, slot, 0) + before;
 #pragma unroll
           for (int j = 0; j < 4; ++j)
-            if (r.k[j] != 0 && (r.k[j] & mask) == prefix) sm.candidates[slot++] = static_cast<uint16_t>(o + 4 * lane + j);
+            if (r.k[j] != 0 && (r.k[j] & mask) == prefix)
+              sm.candidates[slot++] = static_cast<uint16_t>(o + 4 * lane + j);
         }
         __syncthreads();
       }
@@ -343,7 +355,8 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
     if (!ties_partial) {  // this CTA's ties are all taken or none: no ranks needed
       const bool ties_taken = !take_all && tie_take == tie_mine;
 #pragma unroll
-      for (int j = 0; j < 4; ++j) pick[j] = take_all ? r.k[j] != 0 : r.k[j] > prefix || (ties_taken && r.k[j] == prefix);
+      for (int j = 0; j < 4; ++j)
+        pick[j] = take_all ? r.k[j] != 0 : r.k[j] > prefix || (ties_taken && r.k[j] == prefix);
     } else {
       unsigned ties[4];
       int ties_before = 0, ties_in_chunk = 0;  // keys == K in the chunk before this lane's, and in all
