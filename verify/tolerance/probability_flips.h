@@ -50,10 +50,10 @@ struct ProbabilityFlipBound {
   ProbabilityFlipCounts counts;
 };
 
-// The relative error a convention-following producer's probability may carry against the oracle's
-// p_j, and its parts (docs/tolerances.md "Probability flips"); exposed for the tests.
+// The parts of the relative error eps_j a convention-following producer's probability may carry
+// against the oracle's p_j (docs/tolerances.md "Probability flips").
 // The tail of an fp32 dot product's random walk of rounding errors, in units of
-// 2^-24 sqrt(d) (||q * kv||_2 + |q . kv|) (F2's lambda; its RMS is about a fifth of that unit).
+// 2^-24 sqrt(d) (||q * kv||_2 + |q . kv|) (F2's lambda; the walk's RMS is 0.2 to 0.4 of that unit).
 inline constexpr double kLogitSpread = 8.0;
 // exp of the producer (__expf / ex2.approx with the log2(e) product rounded: ~2^-22 each) and the
 // fp32 roundings of both sides' p_j (2^-24 each): 2^-21 covers them with a factor of ~1.5.
