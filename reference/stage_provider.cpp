@@ -97,6 +97,24 @@ Mat StageProvider::wo_b(const AttentionLayer& l, const Mat& wo_a) const {
   return rounded(l.policy().activations, before_final_rounding::wo_b(l, wo_a));
 }
 
+// The softmax scale is head_dim^-1/2 and the sink enters the denominator, unless the policy's
+// variant simulates a bug class (another head dim; the sink dropped, i.e. a sink logit of -inf,
+// whose term e^(-inf - M) is exactly 0).
+SparseMqaOperands sparse_mqa_operands(const AttentionLayer& l, const AttentionKv& kv) {
+  const ModelConfig& cfg = l.config();
+  const NumericsVariant& v = l.policy().variant;
+  int scale_dim = cfg.head_dim;
+  switch (v.softmax_scale_dim) {
+    case SoftmaxScaleDim::head_dim: break;
+    case SoftmaxScaleDim::nope_dim: scale_dim = cfg.nope_dim(); break;
+    case SoftmaxScaleDim::rope_dim: scale_dim = cfg.rope_head_dim; break;
+    case SoftmaxScaleDim::index_head_dim: scale_dim = cfg.index_head_dim; break;
+  }
+  return {kv.rows(),
+          v.attn_sink ? l.weights().attn_sink : Vec::Constant(cfg.n_heads, -std::numeric_limits<double>::infinity()),
+          std::pow(static_cast<double>(scale_dim), -0.5)};
+}
+
 namespace before_final_rounding {
 
 Mat q_latent(const AttentionLayer& l, const Mat& x) {
@@ -118,23 +136,9 @@ Mat indexer_scores(const AttentionLayer& l, const Mat& q, const Mat& weights, co
   return indexer_scores_before_rounding(q, weights, keys, start_pos, ratio, l.policy());
 }
 
-// The softmax scale is head_dim^-1/2 and the sink enters the denominator, unless the policy's
-// variant simulates a bug class (another head dim; the sink dropped, i.e. a sink logit of -inf,
-// whose term e^(-inf - M) is exactly 0).
 Mat sparse_mqa(const AttentionLayer& l, const Mat& q, const AttentionKv& kv, const IndexMat& indices) {
-  const ModelConfig& cfg = l.config();
-  const NumericsVariant& v = l.policy().variant;
-  int scale_dim = cfg.head_dim;
-  switch (v.softmax_scale_dim) {
-    case SoftmaxScaleDim::head_dim: break;
-    case SoftmaxScaleDim::nope_dim: scale_dim = cfg.nope_dim(); break;
-    case SoftmaxScaleDim::rope_dim: scale_dim = cfg.rope_head_dim; break;
-    case SoftmaxScaleDim::index_head_dim: scale_dim = cfg.index_head_dim; break;
-  }
-  const Vec sink =
-      v.attn_sink ? l.weights().attn_sink : Vec::Constant(cfg.n_heads, -std::numeric_limits<double>::infinity());
-  return sparse_mqa_before_rounding(q, kv.rows(), sink, indices, cfg.n_heads,
-                                    std::pow(static_cast<double>(scale_dim), -0.5), l.policy());
+  const SparseMqaOperands o = sparse_mqa_operands(l, kv);
+  return sparse_mqa_before_rounding(q, o.kv, o.sink, indices, l.config().n_heads, o.softmax_scale, l.policy());
 }
 
 Mat inverse_rope_heads(const AttentionLayer& l, const Mat& core, int64_t start_pos) {

@@ -106,6 +106,16 @@ Mat grouped_wo_a(const AttentionLayer& layer, const Mat& out_heads);
 Mat wo_b(const AttentionLayer& layer, const Mat& wo_a);
 }  // namespace before_final_rounding
 
+// What the layer's sparse MQA runs on: the kv rows the indices address, the sink (-inf per head
+// where the policy's variant drops it) and the softmax scale (head_dim^-1/2, or the variant's
+// head dim). before_final_rounding::sparse_mqa is sparse_mqa_before_rounding of these.
+struct SparseMqaOperands {
+  Mat kv;    // [space.rows(n_entries), d]
+  Vec sink;  // [H]
+  double softmax_scale = 0;
+};
+SparseMqaOperands sparse_mqa_operands(const AttentionLayer& layer, const AttentionKv& kv);
+
 // Values a replay supplies in place of the layer's own, for one sequence of one call (stage-local
 // replay: each stage reads the captured values of its inputs). nullptr: the layer's own value.
 class StageInputs {

@@ -512,6 +512,10 @@ def write_capture(path: str, args, layers, meta: dict, compress: bool) -> None:
         bug = meta.get("injected_bug", "none")
         f.attrs["producer"] = PRODUCER + ("" if bug == "none" else f" (bug injected: {bug})")
         f.attrs["model"] = meta["model"]
+        # kernel.py's sparse_attn and its stand-in both walk the index list in blocks of 64 with a
+        # running max and cast the probabilities to bf16 before P.V: DeepSeek's probability
+        # convention, by which the verifier bounds attn/core per element (docs/capture-format.md).
+        f.attrs["probs_convention"] = "deepseek"
         # One attribute, so that readers note one unknown member: what ran, as JSON.
         f.attrs["adapter_provenance"] = json.dumps({k: v for k, v in meta.items() if k != "model"}, sort_keys=True)
         cfg = f.create_group("config")

@@ -47,6 +47,7 @@ class TinyCapture(unittest.TestCase):
         self.assertEqual(self.f.attrs["format"], "dsv4-capture")
         self.assertEqual(int(self.f.attrs["format_version"]), 1)
         self.assertTrue(self.f.attrs["producer"].startswith("deepseek-official-adapter "))
+        self.assertEqual(self.f.attrs["probs_convention"], "deepseek")
         self.assertEqual(self.cfg["precision"], "official")
         self.assertEqual(int(self.cfg["dim"]), 256)
         self.assertEqual([int(self.f[f"layers/{i}"].attrs["compress_ratio"]) for i in range(3)], [0, 4, 128])

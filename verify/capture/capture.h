@@ -57,6 +57,9 @@ struct Capture {
   std::string path;      // the file read (empty for a capture built in memory)
   std::string producer;  // free text (attr of /; "" when absent)
   std::string model;     // free text (attr of /; "" when absent)
+  // attr of /: the probability convention of the producer's attn/core, "deepseek" or "any"
+  // (verify/tolerance/probability_flips.h); "" when absent, which replays as "any".
+  std::string probs_convention;
   int format_version = kCaptureFormatVersion;
   // From /config. Not in the file: `name` (set to `model`, or "capture" when empty) and
   // `compress_ratios` (size max(L)+1; entry L is captured layer L's ratio, uncaptured layers 0).

@@ -211,6 +211,7 @@ void encode_capture(Capture& capture, ByteSink& sink) {
   w.string(capture.path);
   w.string(capture.producer);
   w.string(capture.model);
+  w.string(capture.probs_convention);
   w.scalar<int32_t>(capture.format_version);
   w.string(capture.precision);
   const ref::ModelConfig& cfg = capture.config;
@@ -233,6 +234,7 @@ Capture decode_capture(ByteSource& source, int64_t max_tensor_elements) {
   capture.path = r.string();
   capture.producer = r.string();
   capture.model = r.string();
+  capture.probs_convention = r.string();
   capture.format_version = r.scalar<int32_t>();
   capture.precision = r.string();
   ref::ModelConfig& cfg = capture.config;

@@ -418,7 +418,13 @@ Capture CaptureReader::read() {
   capture_.format_version = static_cast<int>(version);
   capture_.producer = optional_string_attr(file, "producer");
   capture_.model = optional_string_attr(file, "model");
-  note_unknown_attributes(file, {"format", "format_version", "producer", "model"});
+  capture_.probs_convention = optional_string_attr(file, "probs_convention");
+  if (!capture_.probs_convention.empty() && capture_.probs_convention != "deepseek" &&
+      capture_.probs_convention != "any") {
+    throw CaptureError(path_, file.attribute_where("probs_convention"), "'deepseek' or 'any'",
+                       fmt::format("'{}'", capture_.probs_convention));
+  }
+  note_unknown_attributes(file, {"format", "format_version", "producer", "model", "probs_convention"});
   note_unknown_members(file, {"config", "layers"});
 
   read_config(file.group("config"));

@@ -73,6 +73,7 @@ void write_file(const std::string& path, const Capture& capture, const hdf5::Wri
   file.set_attribute("format_version", int64_t{capture.format_version});
   file.set_attribute("producer", capture.producer);
   file.set_attribute("model", capture.model);
+  if (!capture.probs_convention.empty()) file.set_attribute("probs_convention", capture.probs_convention);
   {
     hdf5::Group config = file.create_group("config");
     for (const ConfigIntAttr& a : kConfigIntAttrs)

@@ -33,6 +33,7 @@ struct ReplayArgs {
   bool progress = false;
   bool verbose = false;              // the console prints every record, not one line per stage
   std::string diagnose = "failing";  // none | failing | differing
+  std::string probs_convention;      // deepseek | any; "" = the capture's attribute
   std::string command_line;          // the command as typed, for the report's "reproduce" line
 };
 CLI::App* add_replay(CLI::App& app, ReplayArgs& args);

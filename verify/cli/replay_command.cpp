@@ -37,6 +37,7 @@ std::vector<std::string> record_options(const ReplayArgs& a) {
   if (!a.precision.empty()) o.insert(o.end(), {"--precision", a.precision});
   if (a.backend != "cpu") o.insert(o.end(), {"--backend", a.backend});
   if (!a.tolerances.empty()) o.insert(o.end(), {"--tolerances", a.tolerances});
+  if (!a.probs_convention.empty()) o.insert(o.end(), {"--probs-convention", a.probs_convention});
   return o;
 }
 
@@ -68,6 +69,13 @@ CLI::App* add_replay(CLI::App& app, ReplayArgs& a) {
       "--precision", a.precision,
       "precision policy to replay (official, exact, fp8-indexer, ...); default: the capture's /config precision");
   c->add_option("--tolerances", a.tolerances, "tolerance table (JSON); default: data/tolerances/<precision>.json");
+  c->add_option("--probs-convention", a.probs_convention,
+                "the probability convention of the producer's attn/core (docs/tolerances.md \"Probability "
+                "flips\"): deepseek (blocks of 64 in index order, running max, bf16 probabilities before P.V: "
+                "each output element judged by the bf16 flips its own probabilities can make) or any (another "
+                "block order, split-KV, ...: the tolerance row's bound); default: the capture's attribute "
+                "probs_convention, any where it has none")
+      ->check(CLI::IsMember({"deepseek", "any"}));
   c->add_option("--json", a.json, "also write the report as JSON to this file (whole or not at all)");
   c->add_option("--markdown", a.markdown, "also write the report as Markdown to this file (whole or not at all)");
   c->add_flag("--fail-fast", a.fail_fast, "stop at the first failing stage");
@@ -115,6 +123,7 @@ int run_replay(const ReplayArgs& a, Io io) {
     options.call = a.call;
     options.stage_regex = stage_filter(a.stage);
     options.fail_fast = a.fail_fast;
+    if (!a.probs_convention.empty()) options.probs_convention = probs_convention_from_string(a.probs_convention);
     options.diagnose = a.diagnose == "none"        ? DiagnoseScope::none
                        : a.diagnose == "differing" ? DiagnoseScope::differing
                                                    : DiagnoseScope::failing;

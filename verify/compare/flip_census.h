@@ -57,6 +57,12 @@ struct FlipCensus {
   int64_t blocks = 0;                    // quantization blocks judged
   int64_t block_scales_differ = 0;       // blocks placed on another scale the bound allows
   int64_t block_scales_unexplained = 0;  // blocks whose values fit no allowed scale
+  // Measured / allowed of the rounding gate: over the on-grid differences, the largest distance
+  // from the pre-rounding value to the farthest rounding boundary the tested value needed (the one
+  // between it and its neighbour toward the reference), in units of the element's bound; <= 1
+  // where every difference is explained; +inf where one needed a boundary with a zero bound.
+  double max_reach = 0.0;
+  FlipAt max_reach_at;  // the element reaching it (why: "")
   FlipAt first_unexplained;
   BlockScaleAt first_unexplained_scale;
 };

@@ -91,6 +91,14 @@ class Census {
         const double expected = grid.round(p);
         ++(t > expected ? c_.up : c_.down);
         ++(std::fabs(t) < std::fabs(expected) ? c_.toward_zero : c_.away_from_zero);
+        // The boundary t needed: between it and its neighbour toward the reference.
+        const double boundary = (t + grid.at(grid.ordinal(t) + (j.steps > 0 ? -1 : 1))) / 2;
+        const double needed = std::fabs(boundary - p);
+        const double reach = bound_[i] > 0 ? needed / bound_[i] : std::numeric_limits<double>::infinity();
+        if (reach > c_.max_reach || !c_.max_reach_at.found()) {
+          c_.max_reach = reach;
+          c_.max_reach_at = FlipAt{i, unravel(i, shape_), r, t, p, bound_[i], grid.scale(), j.steps, ""};
+        }
         if (std::llabs(j.steps) == 1) {
           ++c_.flips;
           c_.flips_explained += j.explained;

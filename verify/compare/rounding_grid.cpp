@@ -70,6 +70,18 @@ int64_t Grid::ordinal(double v) const {
   return std::signbit(q) ? -magnitude : magnitude;
 }
 
+double Grid::at(int64_t ordinal) const {
+  const auto magnitude = static_cast<uint64_t>(ordinal < 0 ? -ordinal : ordinal);
+  double v = 0;
+  if (!element_)
+    v = ref::bf16_decode(static_cast<uint16_t>(magnitude & 0x7fff));
+  else if (*element_ == ref::Element::e4m3)
+    v = ref::fp8_e4m3_decode(static_cast<uint8_t>(magnitude & 0x7f)) * scale_;
+  else
+    v = ref::fp4_e2m1_decode(static_cast<uint8_t>(magnitude & 0x7)) * scale_;
+  return ordinal < 0 ? -v : v;
+}
+
 bool Grid::is_tie(double x) const {
   if (!std::isfinite(x)) return false;
   if (!element_) {

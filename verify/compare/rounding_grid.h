@@ -41,10 +41,11 @@ class Grid {
   static Grid bf16() { return Grid(std::nullopt, 1.0); }
   static Grid block(ref::Element element, double scale) { return Grid(element, scale); }
 
-  double round(double x) const;     // the grid value the format's rule gives x
-  bool contains(double v) const;    // v is a (finite) value of the grid
-  int64_t ordinal(double v) const;  // position of a grid value: monotone in v, 0 for +-0
-  bool is_tie(double x) const;      // x lies exactly halfway between two grid values
+  double round(double x) const;      // the grid value the format's rule gives x
+  bool contains(double v) const;     // v is a (finite) value of the grid
+  int64_t ordinal(double v) const;   // position of a grid value: monotone in v, 0 for +-0
+  double at(int64_t ordinal) const;  // the grid value at a position (ordinal's inverse; +0 at 0)
+  bool is_tie(double x) const;       // x lies exactly halfway between two grid values
   double scale() const { return scale_; }
 
  private:

@@ -212,7 +212,9 @@ ReplayedCall LayerReplay::replay_call(const CallCapture& call) {
     std::vector<ref::Mat> tie_scores;  // per sequence: the scores the indexer's top-k was selected from
     // Where the oracle computes every stage, it keeps its values before each stage's final rounding
     // (bit for bit the same stages: PreRoundingRecorder runs the oracle's own two steps).
-    PreRoundingRecorder recorder;
+    // In a pass that reads the captured inputs it also derives attn/core's per-element bound (the
+    // chained pass's inputs carry the replay's own upstream error, which that bound does not model).
+    PreRoundingRecorder recorder(/*probability_bounds=*/local);
     const bool record_pre_rounding = backend_.name() == ref::oracle_stages().name();
     const ref::StageProvider& provider = record_pre_rounding ? recorder : backend_;
     for (int b = 0; b < call.batch; ++b) {
@@ -247,6 +249,14 @@ ReplayedCall LayerReplay::replay_call(const CallCapture& call) {
     for (auto& [stage, mats] : recorder.take())
       if (mats.size() == static_cast<size_t>(call.batch))
         values[std::string(ref::stage(stage).name)].pre_rounding = std::move(mats);
+    std::vector<ProbabilityFlipBound> bounds = recorder.take_probability_bounds();
+    if (bounds.size() == static_cast<size_t>(call.batch)) {
+      StageValue& core = values[std::string(ref::stage(ref::Stage::attn_core).name)];
+      for (ProbabilityFlipBound& b : bounds) {
+        core.probability_bound.push_back(std::move(b.bound));
+        core.probability_counts += b.counts;
+      }
+    }
     return values;
   };
 

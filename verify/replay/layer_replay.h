@@ -19,6 +19,7 @@
 #include "reference/layer.h"
 #include "reference/stage_provider.h"
 #include "verify/capture/capture.h"
+#include "verify/tolerance/probability_flips.h"
 
 namespace dsv4::verify {
 
@@ -39,6 +40,11 @@ struct StageValue {
   // oracle computed them: the oracle's value before the stage's final rounding, per sequence; the
   // replay judges the stage's flips by it (compare_rounded, docs/tolerances.md F5). Empty otherwise.
   std::vector<ref::Mat> pre_rounding;
+  // attn/core, in a pass that reads the captured inputs: the per-element bound of pre_rounding for a
+  // producer that follows DeepSeek's probability convention, per sequence, and what it rests on
+  // (verify/tolerance/probability_flips.h). Empty where the policy does not follow it.
+  std::vector<ref::Mat> probability_bound;
+  ProbabilityFlipCounts probability_counts;
 };
 using CallValues = std::map<std::string, StageValue, std::less<>>;
 

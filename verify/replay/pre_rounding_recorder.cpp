@@ -3,16 +3,30 @@
 #include <utility>
 
 #include "reference/layer.h"
+#include "reference/numerics/storage.h"
 #include "reference/pre_quant.h"
+#include "reference/stages/sparse_mqa.h"
 
 namespace dsv4::verify {
 
 namespace {
 
-// The layer under the policy that stops `stage` just before its final rounding.
-ref::AttentionLayer unquantized(const ref::AttentionLayer& layer, const ref::PreQuantDef& d) {
-  return layer.with_policy(d.without_quantization(layer.policy()));
+// A block-quantized stage (reference/pre_quant.h): `compute` runs the oracle's stage function on the
+// layer under the policy that stops just before the quantization, `values` picks the quantized
+// matrix out of its result; that matrix is recorded, then quantized in place by the oracle's own
+// rounding step, so the result is the oracle's stage bit for bit.
+template <typename Compute, typename Values>
+auto recorded_then_quantized(std::map<ref::Stage, std::vector<ref::Mat>>& recorded, ref::Stage stage,
+                             const ref::AttentionLayer& layer, Compute compute, Values values) {
+  const ref::PreQuantDef& d = *ref::pre_quant_of(stage);
+  auto result = compute(layer.with_policy(d.without_quantization(layer.policy())));
+  ref::Mat& v = values(result);
+  recorded[stage].push_back(v);
+  d.quantize(v, layer.config(), layer.policy());
+  return result;
 }
+
+ref::Mat& itself(ref::Mat& m) { return m; }
 
 }  // namespace
 
@@ -32,31 +46,27 @@ ref::Mat PreRoundingRecorder::q_heads(const ref::AttentionLayer& layer, const re
 }
 
 ref::Mat PreRoundingRecorder::window_kv(const ref::AttentionLayer& layer, const ref::Mat& x, int64_t start_pos) const {
-  const ref::PreQuantDef& d = *ref::pre_quant_of(ref::Stage::kv);
-  ref::Mat kv = StageProvider::window_kv(unquantized(layer, d), x, start_pos);
-  recorded_[d.stage].push_back(kv);
-  d.quantize(kv, layer.config(), layer.policy());
-  return kv;
+  return recorded_then_quantized(
+      recorded_, ref::Stage::kv, layer,
+      [&](const ref::AttentionLayer& l) { return StageProvider::window_kv(l, x, start_pos); }, itself);
 }
 
 ref::CompressorOutput PreRoundingRecorder::compress(const ref::AttentionLayer& layer, ref::CompressorKind kind,
                                                     const ref::Mat& x, int64_t start_pos,
                                                     ref::CompressorState& state) const {
-  const ref::PreQuantDef& d = *ref::pre_quant_of(
-      kind == ref::CompressorKind::main ? ref::Stage::compressor_entries : ref::Stage::indexer_compressor_entries);
-  ref::CompressorOutput out = StageProvider::compress(unquantized(layer, d), kind, x, start_pos, state);
-  recorded_[d.stage].push_back(out.entries);
-  d.quantize(out.entries, layer.config(), layer.policy());
-  return out;
+  const ref::Stage stage =
+      kind == ref::CompressorKind::main ? ref::Stage::compressor_entries : ref::Stage::indexer_compressor_entries;
+  return recorded_then_quantized(
+      recorded_, stage, layer,
+      [&](const ref::AttentionLayer& l) { return StageProvider::compress(l, kind, x, start_pos, state); },
+      [](ref::CompressorOutput& out) -> ref::Mat& { return out.entries; });
 }
 
 ref::Mat PreRoundingRecorder::indexer_q(const ref::AttentionLayer& layer, const ref::Mat& q_latent,
                                         int64_t start_pos) const {
-  const ref::PreQuantDef& d = *ref::pre_quant_of(ref::Stage::indexer_q);
-  ref::Mat q = StageProvider::indexer_q(unquantized(layer, d), q_latent, start_pos);
-  recorded_[d.stage].push_back(q);
-  d.quantize(q, layer.config(), layer.policy());
-  return q;
+  return recorded_then_quantized(
+      recorded_, ref::Stage::indexer_q, layer,
+      [&](const ref::AttentionLayer& l) { return StageProvider::indexer_q(l, q_latent, start_pos); }, itself);
 }
 
 ref::Mat PreRoundingRecorder::indexer_weights(const ref::AttentionLayer& layer, const ref::Mat& x) const {
@@ -74,8 +84,17 @@ ref::Mat PreRoundingRecorder::indexer_scores(const ref::AttentionLayer& layer, c
 
 ref::Mat PreRoundingRecorder::sparse_mqa(const ref::AttentionLayer& layer, const ref::Mat& q,
                                          const ref::AttentionKv& kv, const ref::IndexMat& indices) const {
-  return record(ref::Stage::attn_core, ref::before_final_rounding::sparse_mqa(layer, q, kv, indices),
-                layer.policy().activations);
+  if (!probability_bounds_ || !follows_deepseek_probabilities(layer.policy()))
+    return record(ref::Stage::attn_core, ref::before_final_rounding::sparse_mqa(layer, q, kv, indices),
+                  layer.policy().activations);
+  // before_final_rounding::sparse_mqa, with the oracle's softmax kept for the bound.
+  const ref::SparseMqaOperands o = ref::sparse_mqa_operands(layer, kv);
+  std::vector<ref::HeadSoftmax> softmax;
+  ref::Mat before = ref::sparse_mqa_before_rounding(q, o.kv, o.sink, indices, layer.config().n_heads, o.softmax_scale,
+                                                    layer.policy(), &softmax);
+  bounds_.push_back(probability_flip_bound(q, o.kv, indices, softmax,
+                                           ref::round_to(layer.policy().fp32_tensors, o.softmax_scale), before));
+  return record(ref::Stage::attn_core, std::move(before), layer.policy().activations);
 }
 
 ref::Mat PreRoundingRecorder::inverse_rope_heads(const ref::AttentionLayer& layer, const ref::Mat& core,
@@ -94,5 +113,7 @@ ref::Mat PreRoundingRecorder::wo_b(const ref::AttentionLayer& layer, const ref::
 }
 
 std::map<ref::Stage, std::vector<ref::Mat>> PreRoundingRecorder::take() { return std::exchange(recorded_, {}); }
+
+std::vector<ProbabilityFlipBound> PreRoundingRecorder::take_probability_bounds() { return std::exchange(bounds_, {}); }
 
 }  // namespace dsv4::verify

@@ -10,11 +10,17 @@
 #include <vector>
 
 #include "reference/stage_provider.h"
+#include "verify/tolerance/probability_flips.h"
 
 namespace dsv4::verify {
 
 class PreRoundingRecorder : public ref::StageProvider {
  public:
+  // probability_bounds: also derive attn/core's per-element bound for producers that follow
+  // DeepSeek's probability convention (verify/tolerance/probability_flips.h), where the layer's
+  // policy computes attn/core by it.
+  explicit PreRoundingRecorder(bool probability_bounds = false) : probability_bounds_(probability_bounds) {}
+
   ref::Mat q_latent(const ref::AttentionLayer& layer, const ref::Mat& x) const override;
   ref::Mat q_heads(const ref::AttentionLayer& layer, const ref::Mat& q_latent, int64_t start_pos) const override;
   ref::Mat window_kv(const ref::AttentionLayer& layer, const ref::Mat& x, int64_t start_pos) const override;
@@ -33,11 +39,16 @@ class PreRoundingRecorder : public ref::StageProvider {
   // The values recorded since the last take(), by stage, one matrix per computation in call order
   // (AttentionLayer::forward_batch: one per sequence); then forgets them.
   std::map<ref::Stage, std::vector<ref::Mat>> take();
+  // attn/core's per-element bounds derived since the last call, one per computation in call order
+  // (empty unless asked for and the policy follows the convention); then forgets them.
+  std::vector<ProbabilityFlipBound> take_probability_bounds();
 
  private:
   // Records `before` for `stage` and returns it rounded to `final_storage`.
   ref::Mat record(ref::Stage stage, ref::Mat before, ref::Storage final_storage) const;
   mutable std::map<ref::Stage, std::vector<ref::Mat>> recorded_;
+  bool probability_bounds_;
+  mutable std::vector<ProbabilityFlipBound> bounds_;
 };
 
 }  // namespace dsv4::verify

@@ -76,8 +76,26 @@ void check_captured_quantizer(Record& r, const CallCapture& call, const ref::Sta
   r.note = r.note.empty() ? note : r.note + "; " + note;
 }
 
+// attn/core's pre-rounding bound under the replay's probability convention: per element when the
+// producer follows DeepSeek's and the pass derived it; else empty (the tolerance row's bound). The
+// record says which, and what the per-element bound rests on.
+std::vector<double> probability_bound(const StageValue& value, ProbsConvention probs, std::vector<std::string>& notes) {
+  if (value.probability_bound.empty()) return {};
+  if (probs == ProbsConvention::any) {
+    notes.push_back("probabilities by any convention: the row's pre-rounding bound (see --probs-convention)");
+    return {};
+  }
+  const ProbabilityFlipCounts& c = value.probability_counts;
+  notes.push_back(fmt::format(
+      "probabilities by DeepSeek's convention: per-element bound, {} of {} keys within reach of a bf16 boundary, "
+      "in {} of {} heads",
+      c.eligible_keys, c.keys, c.heads_with_eligible, c.heads));
+  return flatten(value.probability_bound);
+}
+
 Record compare_stage(int layer, const CallCapture& call, const ref::CallGeometry& geometry, const ref::StageDef& stage,
-                     const StageValue& value, const ToleranceTable& table, const ref::PrecisionPolicy& policy) {
+                     const StageValue& value, const ToleranceTable& table, const ref::PrecisionPolicy& policy,
+                     ProbsConvention probs) {
   Record r;
   r.layer = layer;
   r.call = call.index;
@@ -95,6 +113,7 @@ Record compare_stage(int layer, const CallCapture& call, const ref::CallGeometry
   const NonFiniteRule nonfinite = NonFiniteRule::of(stage.values);
   std::vector<std::string> notes = value.notes;
   if (value.computed_by != "oracle") notes.push_back("computed by " + value.computed_by);
+  const std::vector<double> element_bound = probability_bound(value, probs, notes);
   r.note = fmt::format("{}", fmt::join(notes, "; "));
 
   switch (stage.comparison) {
@@ -107,10 +126,10 @@ Record compare_stage(int layer, const CallCapture& call, const ref::CallGeometry
                                                        : final_rounding(stage.name, policy, *geometry.cfg);
       // A rounded stage with the oracle's value before its rounding: judged by what rounding allows
       // (docs/tolerances.md F5); otherwise by the dense gates alone.
-      const DenseMetrics m = format
-                                 ? compare_rounded(replayed, captured.values, captured.shape,
-                                                   RoundedReference{pre_rounding, *format, {}}, *r.tolerance, nonfinite)
-                                 : compare_dense(replayed, captured.values, captured.shape, *r.tolerance, nonfinite);
+      const DenseMetrics m =
+          format ? compare_rounded(replayed, captured.values, captured.shape,
+                                   RoundedReference{pre_rounding, *format, element_bound}, *r.tolerance, nonfinite)
+                 : compare_dense(replayed, captured.values, captured.shape, *r.tolerance, nonfinite);
       r.status = m.status;
       r.metrics = m;
       break;
@@ -215,6 +234,8 @@ Report replay_capture(const Capture& capture, const ReplayOptions& options,
                                               *options.call, layers.front()->calls.size() - 1));
   }
   const std::unique_ptr<ref::StageProvider> backend = make_backend(options.backend, precision);
+  const ProbsConvention probs = options.probs_convention.value_or(
+      capture.probs_convention.empty() ? ProbsConvention::any : probs_convention_from_string(capture.probs_convention));
 
   Report report;
   report.file = capture.path;
@@ -238,10 +259,10 @@ Report replay_capture(const Capture& capture, const ReplayOptions& options,
         if (!stage.is_compared() || !ref::in_scope(stage.scope, layer.compress_ratio)) continue;
         if (stage_filter && !std::regex_search(stage.name.begin(), stage.name.end(), *stage_filter)) continue;
         const std::string name(stage.name);
-        Record r = compare_stage(layer.index, call, geometry, stage, replayed.values.at(name), table, policy);
+        Record r = compare_stage(layer.index, call, geometry, stage, replayed.values.at(name), table, policy, probs);
         if (options.mode == ReplayMode::chained)
           r = chained_record(std::move(r), compare_stage(layer.index, call, geometry, stage,
-                                                         replayed.from_captured_inputs.at(name), table, policy));
+                                                         replayed.from_captured_inputs.at(name), table, policy, probs));
         report.records.push_back(std::move(r));
         if (options.fail_fast && report.records.back().status == Status::fail) {
           diagnose_records(capture, policy, options.diagnose, report);

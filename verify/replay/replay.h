@@ -15,6 +15,7 @@
 #include "verify/replay/diagnose.h"
 #include "verify/replay/layer_replay.h"
 #include "verify/report/record.h"
+#include "verify/tolerance/probability_flips.h"
 
 namespace dsv4::verify {
 
@@ -30,6 +31,9 @@ struct ReplayOptions {
   // Which stages get a diagnosis (verify/replay/diagnose.h): the first failing call of each
   // failing (layer, stage), or also of each passing stage whose values differ from the oracle's.
   DiagnoseScope diagnose = DiagnoseScope::failing;
+  // The probability convention attn/core is judged by (verify/tolerance/probability_flips.h):
+  // nullopt = the capture's `probs_convention` attribute, `any` where it has none.
+  std::optional<ProbsConvention> probs_convention;
 };
 
 // Where a replay is, for a progress line: the call about to be replayed.

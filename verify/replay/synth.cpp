@@ -16,6 +16,7 @@
 #include "reference/weights.h"
 #include "verify/capture/tensor_convert.h"
 #include "verify/replay/pre_rounding_recorder.h"
+#include "verify/tolerance/probability_flips.h"
 
 namespace dsv4::verify {
 
@@ -131,6 +132,9 @@ Capture synthesize_capture(const SynthOptions& o) {
   c.model = cfg.name;
   c.config = cfg;
   c.precision = policy.name;
+  // The oracle's attn/core follows DeepSeek's probability convention under such a policy (a bug
+  // injected there is a producer that claims it and breaks it).
+  if (follows_deepseek_probabilities(policy)) c.probs_convention = to_string(ProbsConvention::deepseek);
   for (size_t l = 0; l < o.ratios.size(); ++l) {
     const int ratio = o.ratios[l];
     const uint64_t layer_seed = ref::splitmix64(o.seed ^ ref::splitmix64(l));

@@ -38,20 +38,21 @@ json to_json(const GroupMetrics& g) {
           {"max_abs_over_rms_at", element_json(g.max_abs_over_rms_at)}};
 }
 
+json to_json(const FlipAt& f) {
+  if (!f.found()) return nullptr;
+  return {{"index", f.index},
+          {"coord", f.coord},
+          {"ref", json_number(f.ref)},
+          {"got", json_number(f.got)},
+          {"pre_rounding", json_number(f.pre_rounding)},
+          {"bound", json_number(f.bound)},
+          {"scale", json_number(f.scale)},
+          {"steps", f.steps},
+          {"why", f.why}};
+}
+
 json to_json(const FlipCensus& c) {
-  json first = nullptr;
-  if (c.first_unexplained.found()) {
-    const FlipAt& f = c.first_unexplained;
-    first = {{"index", f.index},
-             {"coord", f.coord},
-             {"ref", json_number(f.ref)},
-             {"got", json_number(f.got)},
-             {"pre_rounding", json_number(f.pre_rounding)},
-             {"bound", json_number(f.bound)},
-             {"scale", json_number(f.scale)},
-             {"steps", f.steps},
-             {"why", f.why}};
-  }
+  const json first = to_json(c.first_unexplained);
   json scale = nullptr;
   if (c.first_unexplained_scale.found()) {
     const BlockScaleAt& b = c.first_unexplained_scale;
@@ -84,6 +85,8 @@ json to_json(const FlipCensus& c) {
           {"blocks", c.blocks},
           {"block_scales_differ", c.block_scales_differ},
           {"block_scales_unexplained", c.block_scales_unexplained},
+          {"max_reach", json_number(c.max_reach)},
+          {"max_reach_at", to_json(c.max_reach_at)},
           {"first_unexplained", first},
           {"first_unexplained_scale", scale}};
 }

@@ -171,6 +171,9 @@ std::string rounding_cell(const Record& r) {
   s += fmt::format(", {} unexplained, ties {} ({} flipped)", c.unexplained, c.ties, c.tie_flips);
   s += fmt::format(", up {} / down {}, toward zero {} / away {}", c.up, c.down, c.toward_zero, c.away_from_zero);
   if (c.bias_p_value < 1.0) s += fmt::format(" (p {})", format_metric(c.bias_p_value));
+  if (c.max_reach_at.found())
+    s += fmt::format(", farthest boundary needed {} of the bound @{}", format_metric(c.max_reach),
+                     format_shape(c.max_reach_at.coord));
   if (c.blocks) {
     s += fmt::format(", blocks {}", c.blocks);
     if (c.block_scales_differ) s += fmt::format(" ({} on a neighbouring scale)", c.block_scales_differ);

@@ -18,12 +18,6 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
 }
 
-template <typename M>
-bool same_matrix(const M& a, const M& b) {
-  return a.rows() == b.rows() && a.cols() == b.cols() &&
-         (a.size() == 0 || std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
-}
-
 void check_same_weights(const dsv4::ref::AttentionWeights& a, const dsv4::ref::AttentionWeights& b) {
   CHECK(a.compress_ratio == b.compress_ratio);
   for (const WeightName& w : weight_names()) {
@@ -45,6 +39,7 @@ void check_same_weights(const dsv4::ref::AttentionWeights& a, const dsv4::ref::A
 void check_same(const Capture& a, const Capture& b) {
   CHECK(a.producer == b.producer);
   CHECK(a.model == b.model);
+  CHECK(a.probs_convention == b.probs_convention);
   CHECK(a.format_version == b.format_version);
   CHECK(a.precision == b.precision);
   for (const ConfigIntAttr& f : kConfigIntAttrs) CHECK(a.config.*f.field == b.config.*f.field);

@@ -130,6 +130,22 @@ TEST_CASE("errors: format and format_version") {
   CHECK(e.found() == "'1'");
 }
 
+TEST_CASE("errors: probs_convention is deepseek or any") {
+  Capture c = csa();
+  c.probs_convention = "DeepSeek";
+  CaptureError e = broken(c);
+  CHECK(e.object() == "/: attribute 'probs_convention'");
+  CHECK(e.expected() == "'deepseek' or 'any'");
+  CHECK(e.found() == "'DeepSeek'");
+  // Optional: written when set, read back; absent reads as "".
+  for (const char* value : {"deepseek", "any", ""}) {
+    TempFile f("convention");
+    c.probs_convention = value;
+    write_capture(f.path, c);
+    CHECK(read_capture(f.path).probs_convention == value);
+  }
+}
+
 TEST_CASE("errors: every /config attribute is required, with the right type") {
   for (const ConfigIntAttr& a : kConfigIntAttrs) {
     CAPTURE(a.name);

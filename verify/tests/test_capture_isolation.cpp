@@ -47,6 +47,7 @@ Capture sample_capture() {
   Capture c = testing::synthetic_capture({0, 4, 128}, {{0, 10}, {10, 1}, {11, 6}}, 2, 5);
   c.path = "sample.h5";
   c.notes = {"ignored unknown member /extra", "a second note"};
+  c.probs_convention = "deepseek";
   return c;
 }
 

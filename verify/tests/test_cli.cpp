@@ -252,6 +252,28 @@ TEST_CASE("replay of a capture with a bug injected fails at that stage and names
   CHECK(run({"replay", buggy.string(), "--no-diagnose"}).out.find("diagnosis:") == std::string::npos);
 }
 
+TEST_CASE("replay --probs-convention: the capture's attribute by default, deepseek or any when given") {
+  testing::ScratchDir dir("cli_probs");
+  const fs::path buggy = dir.path() / "probs.h5";
+  REQUIRE(run({"synth", "-o", buggy.string(), "--ratio", "0", "--prefill", "13", "--decode", "1", "--inject-bug",
+               "attn/core:probs-fp32"})
+              .status == 0);
+  // synth declares DeepSeek's convention: attn/core is judged per element and fails.
+  const Run declared = run({"replay", buggy.string(), "--no-diagnose"});
+  INFO(declared.out);
+  CHECK(declared.status == 1);
+  CHECK(declared.out.find("first failure: layer 0, call 0, attn/core") != std::string::npos);
+  CHECK(run({"replay", buggy.string(), "--no-diagnose", "--probs-convention", "deepseek"}).status == 1);
+  // As a producer of another convention: the row's bound, which the class passes.
+  const Run any = run({"replay", buggy.string(), "--no-diagnose", "--probs-convention", "any", "-v"});
+  CHECK(any.status == 0);
+  CHECK(any.out.find("probabilities by any convention") != std::string::npos);
+  CHECK(run({"replay", buggy.string(), "--probs-convention", "DeepSeek"}).status == 2);
+  // The command that replays the failing record keeps the option.
+  const Run given = run({"replay", buggy.string(), "--no-diagnose", "--probs-convention", "deepseek"});
+  CHECK(given.out.find("--probs-convention deepseek --layer 0 --call 0 --stage attn/core") != std::string::npos);
+}
+
 TEST_CASE("the DeepSeek official capture passes every stage in both modes") {
   testing::ScratchDir dir("cli_deepseek");
   const fs::path report = dir.path() / "r.json";

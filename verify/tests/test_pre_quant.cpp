@@ -11,6 +11,7 @@
 
 #include "reference/pre_quant.h"
 #include "reference/stage_registry.h"
+#include "same_capture.h"
 #include "synthetic_capture.h"
 #include "verify/capture/capture_error.h"
 #include "verify/capture/reader.h"
@@ -20,6 +21,7 @@
 
 using namespace dsv4::verify;
 namespace ref = dsv4::ref;
+using dsv4::verify::testing::same_matrix;
 using dsv4::verify::testing::TempFile;
 
 namespace {
@@ -35,12 +37,6 @@ Capture synth(bool pre_quant) {
 bool same_values(const Tensor& a, const Tensor& b) {
   return a.shape == b.shape && a.values.size() == b.values.size() &&
          (a.values.empty() || std::memcmp(a.values.data(), b.values.data(), a.values.size() * sizeof(double)) == 0);
-}
-
-// Bitwise equality of matrices; memcmp is not called on an empty one (its data() may be null).
-bool same_bits(const ref::Mat& a, const ref::Mat& b) {
-  return a.rows() == b.rows() && a.cols() == b.cols() &&
-         (a.size() == 0 || std::memcmp(a.data(), b.data(), static_cast<size_t>(a.size()) * sizeof(double)) == 0);
 }
 
 }  // namespace
@@ -80,7 +76,7 @@ TEST_CASE("pre-quantization: the oracle's final rounding of the captured value i
         for (size_t b = 0; b < pre.size(); ++b) {
           ref::Mat q = pre[b];
           d.quantize(q, c.config, official);
-          CHECK(same_bits(q, stage[b]));
+          CHECK(same_matrix(q, stage[b]));
           checked += q.rows() > 0;
         }
       }

@@ -18,10 +18,14 @@ from ._arrays import numpy as _np
 _STAGES = {name: (shape, is_index) for name, shape, is_index, *_ in _core.stage_names()}
 
 
-def new_capture(cfg, precision="official", model="", producer="dsv4_oracle"):
+def new_capture(cfg, precision="official", model="", producer="dsv4_oracle", probs_convention=""):
+    """probs_convention: "deepseek" when the engine's attn/core forms its probabilities as kernel.py
+    does (blocks of 64 in index order, running max, bf16 before P.V; docs/capture-format.md), "any"
+    or "" (not written) otherwise."""
     cap = _core.Capture()
     cap.config = cfg if isinstance(cfg, _core.ModelConfig) else _core.ModelConfig(cfg)
     cap.precision, cap.model, cap.producer = precision, model, producer
+    cap.probs_convention = probs_convention
     return cap
 
 

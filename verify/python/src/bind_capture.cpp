@@ -66,6 +66,7 @@ void bind_capture(nb::module_& m) {
       .def_rw("path", &v::Capture::path)
       .def_rw("producer", &v::Capture::producer)
       .def_rw("model", &v::Capture::model)
+      .def_rw("probs_convention", &v::Capture::probs_convention)
       .def_rw("format_version", &v::Capture::format_version)
       .def_rw("config", &v::Capture::config)
       .def_rw("precision", &v::Capture::precision)
