@@ -175,7 +175,7 @@ class BugInjector:
             self._wrap_quantizers()
         if self.bug.startswith("rope-") or (self.stage == "attn/out_heads" and self.bug in DENSE_DEVIATIONS):
             self._wrap_rope()
-        if self.stage in ("attn/core", "q", "topk_idxs"):
+        if self.stage in ("attn/core", "topk_idxs") or (self.stage == "q" and self.bug in DENSE_DEVIATIONS):
             self._wrap_sparse_attn()
         if self.bug.startswith("causal"):
             self._shift_indexer_mask(+1 if self.bug == "causal+1" else -1)
