@@ -107,24 +107,32 @@ def alter_dense(t: torch.Tensor, bug: str) -> None:
     t.copy_(DENSE_DEVIATIONS[bug](t))
 
 
-def replace_one_index(picks: torch.Tensor, first_valid: int, end_valid: int) -> torch.Tensor:
-    """picks [b, rows, width] -> a copy where, for each sequence b, the first row with a valid pick
-    has its first valid pick replaced by the smallest index in [first_valid, end_valid) the row does
-    not hold, else by the row's next pick (a duplicate), else by -1 (reference/mutation.cpp)."""
+def replace_one_index(picks: torch.Tensor, first_valid: int, end_valid: int,
+                      visible: Optional[Callable[[int, int], bool]] = None) -> torch.Tensor:
+    """picks [b, rows, width] -> a copy where, for each sequence b, the first row with a pick that
+    lacks an index u of [first_valid, end_valid) it can see (visible(row, u), default every u) has
+    its first pick replaced by the smallest such u; when every row with a pick holds every index it
+    can see, the first row with a pick loses its first pick (-1). A row never holds an index twice
+    and never one outside the call's index space (reference/mutation.cpp alter_output)."""
     out = picks.clone()
     for b in range(out.size(0)):
-        for row in out[b]:
-            valid = [int(v) for v in row.tolist() if v != -1]
-            if not valid:
+        first_row = None
+        for i, row in enumerate(out[b]):
+            values = row.tolist()
+            slots = [c for c, v in enumerate(values) if v != -1]
+            if not slots:
                 continue
-            slot = next(c for c, v in enumerate(row.tolist()) if v != -1)
-            held = set(valid)
-            replacement = next((u for u in range(first_valid, end_valid) if u not in held), None)
-            if replacement is None:
-                later = [v for v in row.tolist()[slot + 1:] if v != -1]
-                replacement = later[0] if later else -1
-            row[slot] = replacement
-            break
+            if first_row is None:
+                first_row = (i, slots[0])
+            held = set(values)
+            replacement = next((u for u in range(first_valid, end_valid)
+                                if u not in held and (visible is None or visible(i, u))), None)
+            if replacement is not None:
+                row[slots[0]] = replacement
+                break
+        else:
+            if first_row is not None:
+                out[b, first_row[0], first_row[1]] = -1
     return out
 
 
@@ -198,9 +206,12 @@ class BugInjector:
                                                     prepend=True)
         if self.name == "indexer/topk:index-replaced" and getattr(attn, "indexer", None) is not None:
             def replace(module, a, out):
-                start_pos, offset = int(a[2]), int(a[3])
+                start_pos, offset, ratio = int(a[2]), int(a[3]), module.compress_ratio
                 end = start_pos + a[0].size(1)
-                return replace_one_index(out, offset, offset + end // module.compress_ratio)
+                # Only the entries the row can see (the oracle: a finite score): in a prefill, entry j
+                # is visible to token t iff j < (t + 1) // ratio (model.py's mask); a decode sees all.
+                visible = (lambda row, u: u - offset < (row + 1) // ratio) if start_pos == 0 else None
+                return replace_one_index(out, offset, offset + end // ratio, visible)
             attn.indexer.register_forward_hook(replace, prepend=True)
 
     # -- quantizers ---------------------------------------------------------------------------
@@ -289,10 +300,10 @@ class BugInjector:
 
         def sparse_attn(q, kv, attn_sink, topk_idxs, softmax_scale):
             bug, stage = injector.bug, injector.stage
-            if stage == "q":
+            if stage == "q":  # one-ulp-high, scaled-1.1 (the RoPE bugs of q go through apply_rotary_emb)
                 alter_dense(q, bug)
             if stage == "topk_idxs":  # in place: the recorder around this wrapper holds the same tensor
-                topk_idxs.copy_(replace_one_index(topk_idxs, 0, kv.size(1)))
+                topk_idxs.copy_(replace_one_index(topk_idxs, 0, _index_space_rows(model_frame(model))))
             if stage != "attn/core":
                 return attn_kernel(q, kv, attn_sink, topk_idxs, softmax_scale)
             dims = {"softmax-scale-nope-dim": args.head_dim - args.rope_head_dim,
@@ -325,6 +336,18 @@ def model_frame(model):
     while frame is not None and frame.f_globals is not model.__dict__:
         frame = frame.f_back
     return frame
+
+
+def _index_space_rows(frame) -> int:
+    """Rows of the kv matrix sparse_attn reads in the Attention.forward call of `frame`
+    (docs/deepseek-capture.md): prefill s + the s // ratio compressed entries, decode the window's
+    W ring slots + the (start_pos + 1) // ratio entries; kv_cache's rows past them are not in the
+    call's index space."""
+    local = frame.f_locals
+    attn, start_pos, seqlen = local["self"], int(local["start_pos"]), int(local["seqlen"])
+    ratio = attn.compress_ratio
+    entries = (start_pos + seqlen) // ratio if ratio else 0
+    return (seqlen if start_pos == 0 else attn.window_size) + entries
 
 
 def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -124,7 +124,14 @@ class QuantizerVariants(unittest.TestCase):
         picks = torch.tensor([[[-1, -1, -1], [0, -1, -1], [1, 0, -1]]])
         out = bi.replace_one_index(picks, 0, 2)
         self.assertEqual(out.tolist(), [[[-1, -1, -1], [1, -1, -1], [1, 0, -1]]])
-        self.assertEqual(bi.replace_one_index(torch.tensor([[[0, 1]]]), 0, 2).tolist(), [[[1, 1]]])
+        # Every index held: the first pick is lost, never duplicated (reference/mutation.cpp).
+        self.assertEqual(bi.replace_one_index(torch.tensor([[[0, 1]]]), 0, 2).tolist(), [[[-1, 1]]])
+        # Only indices the row can see: row 0 sees entry 0 only (lacks nothing), row 1 entries 0 and 1.
+        causal = torch.tensor([[[0, -1], [0, -1]]])
+        self.assertEqual(bi.replace_one_index(causal, 0, 2, lambda row, u: u <= row).tolist(), [[[0, -1], [1, -1]]])
+        # Each sequence of the batch gets its own replacement.
+        two = torch.tensor([[[0, -1]], [[1, -1]]])
+        self.assertEqual(bi.replace_one_index(two, 0, 2).tolist(), [[[1, -1]], [[0, -1]]])
 
 
 # One bug of each class; the diagnosis must name it.
