@@ -326,7 +326,7 @@ class BugInjector:
         """Indexer.forward's mask `j >= arange(1, s + 1) // ratio` (entry j visible to token t iff
         j < (t + 1) // ratio) with t + 1 + shift: model.py's `torch` is replaced by a proxy whose
         arange, called from Indexer.forward with start 1, starts at 1 + shift."""
-        self.model.torch = _TorchProxy(self.codes["indexer"], shift)
+        self.model.torch = _TorchProxy(self.model.torch, self.codes["indexer"], shift)
 
 
 def model_frame(model):
@@ -394,15 +394,16 @@ def _roll_ape_during_forward(comp, shift: int) -> None:
 
 
 class _TorchProxy:
-    """torch, except arange(1, n) called from the code object `code` (Indexer.forward)."""
+    """model.py's `torch` (torch itself or the capture's TorchWithCudaRsqrt), except arange(1, n)
+    called from the code object `code` (Indexer.forward)."""
 
-    def __init__(self, code, shift: int):
-        self._code, self._shift = code, shift
+    def __init__(self, base, code, shift: int):
+        self._base, self._code, self._shift = base, code, shift
 
     def __getattr__(self, name):
-        return getattr(torch, name)
+        return getattr(self._base, name)
 
     def arange(self, *a, **kw):
         if sys._getframe(1).f_code is self._code and len(a) == 2 and a[0] == 1:
-            return torch.arange(1 + self._shift, a[1] + self._shift, **kw)
-        return torch.arange(*a, **kw)
+            return self._base.arange(1 + self._shift, a[1] + self._shift, **kw)
+        return self._base.arange(*a, **kw)

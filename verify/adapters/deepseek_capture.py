@@ -593,6 +593,9 @@ def main(argv=None) -> int:
     torch.set_default_dtype(torch.bfloat16)
     torch.set_default_device(opts.device)
     set_model_globals(model, args)
+    # The per-head q norm's bf16 rsqrt as the GPU computes it (fp32, rounded once); on the CPU
+    # torch's own is one ulp off in some heads (docs/deepseek-capture.md). A no-op on the GPU.
+    kernel_standins.install_cuda_rsqrt(model)
     # The bug first (it replaces kernels and the names model.py looks up), then the recorders
     # around it, so they record what the buggy code computed.
     injector = None
@@ -624,6 +627,8 @@ def main(argv=None) -> int:
         "hadamard": ("pure-torch stand-in" if sys.modules.get("fast_hadamard_transform") is kernel_standins.HADAMARD_MODULE
                      else "fast_hadamard_transform"),
         "device": str(opts.device),
+        "bf16_rsqrt": ("fp32 rsqrt rounded to bf16, as CUDA (torch's CPU bf16 rsqrt is not correctly rounded)"
+                       if torch.device(opts.device).type == "cpu" else "torch's"),
         "torch_version": str(torch.__version__),
         "seed": opts.seed,
         "injected_bug": opts.inject_bug or "none",

@@ -4,7 +4,8 @@ DeepSeek's `inference/kernel.py` is written in TileLang and needs a CUDA GPU; it
 `fast_hadamard_transform` dependency is a CUDA extension. To run the official `model.py` on a
 CPU (or on a GPU without TileLang), `deepseek_capture.py` registers this file as the module
 `kernel` and `HADAMARD_MODULE` below as the module `fast_hadamard_transform` before it imports
-`model.py`. The official files are never edited.
+`model.py`, and `install_cuda_rsqrt` gives `model.py` a `torch` whose bf16 `rsqrt` on the CPU is
+rounded as CUDA rounds it. The official files are never edited.
 
 Every function computes the numerics that docs/deepseek-capture.md ("The kernel stand-ins") pins for the current
 kernel.py (sha256 59b32508...): the same block sizes, the same power-of-two scale rule, the same
@@ -331,6 +332,41 @@ def hadamard_transform(x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
     h = sylvester_hadamard(x.size(-1), x.device)
     y = (x.double() @ h.T).float() * _fp32(scale, x)
     return y.to(x.dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# torch.rsqrt on bf16 as CUDA computes it (model.py's per-head q norm; docs/deepseek-capture.md)
+# --------------------------------------------------------------------------------------------
+
+def rsqrt_bf16_as_cuda(x: torch.Tensor) -> torch.Tensor:
+    """bf16 x -> bf16(fp32 rsqrt(fp32 x)): torch's CUDA kernel computes a bf16 rsqrt in fp32 and
+    rounds once, which is the correctly rounded value (docs/deepseek-capture.md). torch's CPU kernel
+    is not correctly rounded on bf16 (about 7 % of the elements its vectorised loop leaves to the
+    scalar tail are one ulp off), which scales a whole head of q by a factor one ulp off."""
+    return torch.rsqrt(x.float()).to(torch.bfloat16)
+
+
+class TorchWithCudaRsqrt:
+    """`torch` as model.py looks it up, except that rsqrt of a bf16 CPU tensor is computed as the
+    GPU computes it (rsqrt_bf16_as_cuda); every other name, and rsqrt on the GPU or on fp32, is
+    torch's own. Installed as model.py's `torch` by install_cuda_rsqrt."""
+
+    def __init__(self, base):
+        self._base = base
+
+    def __getattr__(self, name):
+        return getattr(self._base, name)
+
+    def rsqrt(self, x, *args, **kwargs):
+        if not args and not kwargs and x.dtype == torch.bfloat16 and x.device.type == "cpu":
+            return rsqrt_bf16_as_cuda(x)
+        return self._base.rsqrt(x, *args, **kwargs)
+
+
+def install_cuda_rsqrt(model) -> None:
+    """Rebinds the imported model.py module's `torch` to TorchWithCudaRsqrt (model.py is not edited;
+    its only bf16 rsqrt on the attention path is Attention.forward's per-head norm of q)."""
+    model.torch = TorchWithCudaRsqrt(model.torch)
 
 
 # --------------------------------------------------------------------------------------------

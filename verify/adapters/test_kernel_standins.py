@@ -193,6 +193,24 @@ class SparseAttention(unittest.TestCase):
         self.assertTrue(torch.equal(o[0, 0, 1], (2 * mean / 4).float().bfloat16().double()))
 
 
+class CudaRsqrt(unittest.TestCase):
+    def test_bf16_rsqrt_is_correctly_rounded(self):
+        # Every bf16 in [2^-40, 2^41) (the per-head norm's mean square lies far inside):
+        # the stand-in equals 1/sqrt(x) in float64 rounded once to bf16 (torch's CPU kernel does not).
+        bits = torch.arange(0x2B80, 0x53FF, dtype=torch.int32).to(torch.int16)
+        x = bits.view(torch.bfloat16)
+        want = (1.0 / x.double().sqrt()).to(torch.bfloat16)
+        self.assertTrue(torch.equal(ks.rsqrt_bf16_as_cuda(x).view(torch.int16), want.view(torch.int16)))
+
+    def test_proxy_changes_only_bf16_cpu_rsqrt(self):
+        proxy = ks.TorchWithCudaRsqrt(torch)
+        x = torch.tensor([3.0, 5.0, 7.0]).bfloat16()
+        self.assertTrue(torch.equal(proxy.rsqrt(x), ks.rsqrt_bf16_as_cuda(x)))
+        f = torch.tensor([3.0, 5.0])
+        self.assertTrue(torch.equal(proxy.rsqrt(f), torch.rsqrt(f)))
+        self.assertIs(proxy.arange, torch.arange)
+
+
 class Hadamard(unittest.TestCase):
     def test_sylvester_natural_order(self):
         h = ks.sylvester_hadamard(128, "cpu")
