@@ -40,19 +40,26 @@ def file_stem(bug: str) -> str:
     return bug.replace("/", "_").replace(":", "__").replace("^", "").replace("+", "plus")
 
 
-def capture(bug: str, out: str, opts) -> None:
+def capture(bug: Optional[str], out: str, opts, quantization_edges: bool = False) -> None:
+    """The adapter's capture with `bug` injected (None: the clean capture); the amax-floor bugs, or
+    quantization_edges, get --quantization-edges."""
     cmd = [sys.executable, os.path.join(HERE, "deepseek_capture.py"), "--inference-dir", opts.inference_dir,
            "--out", out, "--config", opts.config, "--batch", str(opts.batch), "--prefill", str(opts.prefill),
-           "--decode", str(opts.decode), "--device", opts.device, "--kernels", opts.kernels, "--inject-bug", bug]
+           "--decode", str(opts.decode), "--device", opts.device, "--kernels", opts.kernels]
+    if bug is not None:
+        cmd += ["--inject-bug", bug]
     if opts.layers:
         cmd += ["--layers", opts.layers]
-    if any(k in bug for k in NEEDS_EDGES):
+    if quantization_edges or (bug is not None and any(k in bug for k in NEEDS_EDGES)):
         cmd.append("--quantization-edges")
-    subprocess.run(cmd, check=True, capture_output=True)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"deepseek_capture.py --inject-bug {bug}: exit {r.returncode}: {r.stderr.strip()[-2000:]}")
 
 
-def replay(dsv4_verify: str, cap: str, report: str) -> Dict:
-    r = subprocess.run([dsv4_verify, "replay", cap, "--diagnose", "--json", report], capture_output=True, text=True)
+def replay(dsv4_verify: str, cap: str, report: str, mode: str = "stage-local") -> Dict:
+    r = subprocess.run([dsv4_verify, "replay", cap, "--mode", mode, "--diagnose", "--json", report],
+                       capture_output=True, text=True)
     if r.returncode not in (0, 1):
         raise RuntimeError(f"dsv4-verify replay {cap}: exit {r.returncode}: {r.stderr.strip()}")
     with open(report) as f:
