@@ -25,51 +25,39 @@ group=0
 publish=0
 
 FLASH_4096="--synth flash --ratio 4 --prefill 4096 --chunk 512"
-# All named policies but exact (the reference is always run).
-ALL_POLICIES=official,fp8-indexer,fp8-indexer-no-hadamard,fp4-indexer-no-hadamard,no-kv-quant,bf16,fp32,mxfp4-indexer,nvfp4-indexer,fp32-probs,fp32-indexer-scores,fp8-indexer-keys-only,fp4-indexer-keys-only
-# The activation models with outliers (docs/precision.md section 4): heavy q/k dims, where the
-# indexer's rotation matters (every policy, with and without it); heavy x channels and heavy-tailed
-# rows (fewer seeds and policies: the rotation does not act on them).
+# The activation models with outliers (docs/precision.md section 4). Heavy q/k dims are where the
+# indexer's rotation matters, so each indexer format is run with and without it; heavy x channels
+# and heavy-tailed rows: the rotation does not act on them (tiny dims, section 4), fewer policies.
 QK_OUTLIERS="--qk-heavy-channels 4 --qk-heavy-scale 10"
 X_OUTLIERS="--x-heavy-channels 4 --x-heavy-scale 100 --x-tail-dof 4"
-NO_HADAMARD=mxfp4-indexer-no-hadamard,nvfp4-indexer-no-hadamard,fp8-indexer-keys-only-no-hadamard,fp4-indexer-keys-only-no-hadamard
 
 # study -> "first seed, seed count, policies, options"
 study_seed() { echo 1; }
 study_seeds() {
   case $1 in
-    flash-csa-p4096-five-seeds|flash-csa-p4096-outliers) echo 5 ;;
-    flash-csa-p4096-four-seeds) echo 4 ;;
-    flash-csa-p4096-x-outliers) echo 3 ;;
+    flash-csa-p4096-seeds) echo 5 ;;
+    flash-csa-p4096-qk-outliers|flash-csa-p4096-x-outliers) echo 3 ;;
     flash-csa-p16384) echo 1 ;;
   esac
 }
 study_policies() {
   case $1 in
-    flash-csa-p4096-five-seeds) echo official,fp8-indexer,nvfp4-indexer ;;
-    flash-csa-p4096-four-seeds) echo official,fp8-indexer,nvfp4-indexer,fp32-probs,bf16 ;;
-    flash-csa-p4096-outliers) echo "$ALL_POLICIES,$NO_HADAMARD" ;;
-    flash-csa-p4096-x-outliers) echo official,fp8-indexer,fp8-indexer-no-hadamard,fp4-indexer-no-hadamard,no-kv-quant,bf16,fp32,nvfp4-indexer,fp32-probs ;;
+    # The main policies and the one-switch ones (each changes one thing of official).
+    flash-csa-p4096-seeds) echo official,fp8-indexer,nvfp4-indexer,fp32-probs,bf16,fp32-indexer-scores,fp8-indexer-keys-only,fp4-indexer-keys-only ;;
+    flash-csa-p4096-qk-outliers) echo official,fp4-indexer-no-hadamard,fp8-indexer,fp8-indexer-no-hadamard,nvfp4-indexer,nvfp4-indexer-no-hadamard,fp32-probs,bf16 ;;
+    flash-csa-p4096-x-outliers) echo official,fp4-indexer-no-hadamard,fp8-indexer,nvfp4-indexer,fp32-probs,bf16 ;;
     flash-csa-p16384) echo official,fp8-indexer,nvfp4-indexer,fp32-probs,bf16 ;;
   esac
 }
 study_options() {
   case $1 in
-    flash-csa-p4096-five-seeds|flash-csa-p4096-four-seeds) echo "$FLASH_4096" ;;
-    flash-csa-p4096-outliers) echo "$FLASH_4096 $QK_OUTLIERS" ;;
+    flash-csa-p4096-seeds) echo "$FLASH_4096" ;;
+    flash-csa-p4096-qk-outliers) echo "$FLASH_4096 $QK_OUTLIERS" ;;
     flash-csa-p4096-x-outliers) echo "$FLASH_4096 $X_OUTLIERS" ;;
     flash-csa-p16384) echo "--synth flash --ratio 4 --prefill 16384 --chunk 512 --max-seq-len 16384" ;;
   esac
 }
-# The folder of a study's checkpoints: the two seed studies of the Flash 4096 inputs share theirs
-# (the four-seed one adds fp32-probs and bf16 to the first four seeds of the five-seed one).
-study_runs() {
-  case $1 in
-    flash-csa-p4096-five-seeds|flash-csa-p4096-four-seeds) echo flash-csa-p4096-seeds ;;
-    *) echo "$1" ;;
-  esac
-}
-STUDIES=(flash-csa-p4096-five-seeds flash-csa-p4096-four-seeds flash-csa-p16384 flash-csa-p4096-outliers flash-csa-p4096-x-outliers)
+STUDIES=(flash-csa-p4096-seeds flash-csa-p16384 flash-csa-p4096-qk-outliers flash-csa-p4096-x-outliers)
 
 usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
@@ -100,7 +88,7 @@ done
 # One unit of work: STUDY SEED [POLICIES]; its log in DIR/STUDY/logs.
 run_unit() {
   local study=$1 seed=$2 policies=${3:-$(study_policies "$1")}
-  local dir=$runs/$(study_runs "$study")
+  local dir=$runs/$study
   mkdir -p "$dir/logs" "$dir/units"
   local tag=seed-$seed-$(echo "$policies" | tr ',' '+' | cut -c1-60)
   # shellcheck disable=SC2046
@@ -109,8 +97,8 @@ run_unit() {
     && echo "precision_runs: $study $tag done" \
     || { echo "precision_runs: $study $tag failed, see $dir/logs/$tag.log" >&2; return 1; }
 }
-export -f run_unit study_options study_policies study_runs
-export runs verify ALL_POLICIES NO_HADAMARD FLASH_4096 QK_OUTLIERS X_OUTLIERS
+export -f run_unit study_options study_policies
+export runs verify FLASH_4096 QK_OUTLIERS X_OUTLIERS
 
 if [ $publish = 1 ]; then
   for study in "${selected[@]}"; do
@@ -118,7 +106,7 @@ if [ $publish = 1 ]; then
     # shellcheck disable=SC2046
     "$verify" precision-report $(study_options "$study") --seed "$(study_seed "$study")" \
       --seeds "$(study_seeds "$study")" --policies "$(study_policies "$study")" \
-      --checkpoint "$runs/$(study_runs "$study")/checkpoint" --json "$out.json" --markdown "$out.md" --plots "$out"
+      --checkpoint "$runs/$study/checkpoint" --json "$out.json" --markdown "$out.md" --plots "$out"
   done
   exit 0
 fi
