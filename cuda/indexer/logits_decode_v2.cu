@@ -2,9 +2,9 @@
 // takes one sequence's query (A operand built once) and a chunk of its keys; 64-key tiles stream
 // through a 4-stage cp.async ring (each key's code bytes and scale word found through the block
 // table and the layout: 16-byte copies for DeepGEMM's layout, 4-byte copies for the interleaved
-// one, whose key slots are 4-byte aligned only), then the tile MMA and the epilogue of
-// logits_tile.cuh, 64 logits a tile. Keys past the sequence's length are never read; their
-// columns are -inf exactly.
+// one, whose key slots are 4-byte aligned only), then decode_tile.cuh's scoring (the tile MMA and
+// the epilogue of logits_tile.cuh), 64 logits a tile. Keys past the sequence's length are never
+// read; their columns are -inf exactly.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -14,21 +14,17 @@
 #include "cuda/common/numerics.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/indexer/cache_layout.cuh"
+#include "cuda/indexer/decode_tile.cuh"
 #include "cuda/indexer/indexer_api.h"
 #include "cuda/indexer/logits_launch.h"
-#include "cuda/indexer/logits_tile.cuh"
 
 namespace dsv4::cuda {
 namespace {
 
-using namespace logits_tile;
+using namespace decode_tile;
 
-constexpr int kTileKeys = 64;  // N
 constexpr int kThreads = kGroupThreads;
 constexpr int kStages = 4;
-constexpr int kTilesPerCta = 64;  // a CTA's chunk: 4096 keys of one sequence
-constexpr int kBBytes = kTileKeys * kIndexerDim;
-constexpr int kScaleBytes = kTileKeys * kIndexerScaleBytes;
 
 struct DecodeArgs {
   IndexerQueries q;
@@ -40,15 +36,7 @@ struct DecodeArgs {
 };
 
 template <IndexerFormat F, ScoreStorage S>
-struct Smem {
-  static constexpr int kStageCodes = kTileKeys * code_bytes(F);  // FP8: the B operand; FP4: packed, row-major
-  alignas(128) uint8_t a[kQBytes];
-  alignas(128) uint8_t stage_codes[kStages][kStageCodes];
-  alignas(16) uint8_t stage_scales[kStages][kScaleBytes];
-  alignas(128) uint8_t b_unpacked[F == IndexerFormat::fp4 ? kBBytes : 16];
-  float slice_scale[F == IndexerFormat::fp4 ? 4 : 1][kTileKeys];
-  HeadSum<S> red[4 * kTileKeys];
-};
+using Smem = decode_tile::Smem<F, S, kStages>;
 
 // The copies of keys [64 tile, +64) of sequence b (those < len) into stage st.
 template <IndexerFormat F, ScoreStorage S, IndexerCacheLayout L>
@@ -107,12 +95,12 @@ template <IndexerFormat F, ScoreStorage S, IndexerCacheLayout L>
 __global__ void __launch_bounds__(kThreads) decode_logits_v2(const DecodeArgs a) {
   extern __shared__ __align__(128) uint8_t smem_raw[];
   Smem<F, S>& sm = *reinterpret_cast<Smem<F, S>*>(smem_raw);
-  const int t = threadIdx.x, lane = t % 32;
+  const int t = threadIdx.x;
   const int64_t b = blockIdx.x;
   const int64_t len = a.context_lens[b];
   const int64_t n_col_tiles = (a.n_cols + kTileKeys - 1) / kTileKeys;
-  const int64_t chunk_begin = static_cast<int64_t>(blockIdx.y) * kTilesPerCta;
-  const int64_t chunk_end = min(chunk_begin + kTilesPerCta, n_col_tiles);
+  const int64_t chunk_begin = static_cast<int64_t>(blockIdx.y) * kChunkTiles;
+  const int64_t chunk_end = min(chunk_begin + kChunkTiles, n_col_tiles);
   const int64_t key_tiles = (len + kTileKeys - 1) / kTileKeys;
   const int64_t last = min(chunk_end, key_tiles);  // tiles [chunk_begin, last) hold keys
   float* out_row = a.logits + b * a.n_cols;
@@ -143,56 +131,15 @@ __global__ void __launch_bounds__(kThreads) decode_logits_v2(const DecodeArgs a)
     if (it + kStages - 1 < n_tiles)
       load_tile<F, S, L>(sm, (st + kStages - 1) % kStages, chunk_begin + it + kStages - 1, len, a.keys, b, t);
     copy_commit();
-    const uint8_t* b_tile = sm.stage_codes[st];
-    if constexpr (F == IndexerFormat::fp4) {
-#pragma unroll
-      for (int u = t; u < kTileKeys * 8; u += kThreads) {
-        const int row = u % kTileKeys, chunk = u / kTileKeys;
-        const uint2 packed = *reinterpret_cast<const uint2*>(sm.stage_codes[st] + row * 64 + 8 * chunk);
-        *reinterpret_cast<uint4*>(sm.b_unpacked + wgmma::tile_offset(kTileKeys, row, 16 * chunk)) = unpack16(packed);
-      }
-      for (int u = t; u < 4 * kTileKeys; u += kThreads) {
-        const int key = u % kTileKeys, blk = u / kTileKeys;
-        sm.slice_scale[blk][key] = ue8m0_value(sm.stage_scales[st][key * kIndexerScaleBytes + blk]);
-      }
-      wgmma::fence_shared_for_async();
-      __syncthreads();
-      b_tile = sm.b_unpacked;
-    }
-    float acc[kTileKeys / 2];
-    tile_mma<F, kTileKeys>(acc, sm.a, b_tile, lane,
-                           [&](int blk, int col) { return sm.slice_scale[F == IndexerFormat::fp4 ? blk : 0][col]; });
-    const HeadSum<S> sum = head_sum<S, kTileKeys>(acc, row_weights, sm.red, t, 0);
-    const int64_t col = (chunk_begin + it) * kTileKeys + t;
-    if (t < kTileKeys && col < a.n_cols) {
-      float key_scale = 1.0f;
-      if constexpr (F == IndexerFormat::fp8) {  // the fp32 scale word of the paged layouts
-        key_scale = *reinterpret_cast<const float*>(sm.stage_scales[st] + t * kIndexerScaleBytes);
-      }
-      out_row[col] = col < len ? finish<S>(sum, key_scale) : -INFINITY;
-    }
+    score_tile<F, S>(sm.a, sm.stage_codes[st], sm.stage_scales[st], sm.scratch, row_weights, out_row,
+                     (chunk_begin + it) * kTileKeys, len, a.n_cols, t, 0);
   }
 }
 
 template <IndexerFormat F, ScoreStorage S, IndexerCacheLayout L>
 void launch(const DecodeArgs& a, cudaStream_t stream) {
-  const int smem = static_cast<int>(sizeof(Smem<F, S>));
-  CUDA_CHECK(cudaFuncSetAttribute(decode_logits_v2<F, S, L>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const int64_t n_col_tiles = (a.n_cols + kTileKeys - 1) / kTileKeys;
-  const dim3 grid(static_cast<unsigned>(a.q.count),
-                  static_cast<unsigned>((n_col_tiles + kTilesPerCta - 1) / kTilesPerCta));
-  detail::require(grid.y <= 65535, "indexer_logits_decode v2: " + std::to_string(a.n_cols) +
-                                       " columns need more than 65535 chunks of 4096");
-  decode_logits_v2<F, S, L><<<grid, kThreads, smem, stream>>>(a);
-  CUDA_CHECK_LAUNCH();
-}
-
-template <IndexerFormat F, ScoreStorage S>
-void launch_layout(const DecodeArgs& a, cudaStream_t stream) {
-  if (a.keys.layout == IndexerCacheLayout::deepgemm)
-    launch<F, S, IndexerCacheLayout::deepgemm>(a, stream);
-  else
-    launch<F, S, IndexerCacheLayout::interleaved>(a, stream);
+  launch_chunks(decode_logits_v2<F, S, L>, a, a.q.count, a.n_cols, kThreads, static_cast<int>(sizeof(Smem<F, S>)),
+                "indexer_logits_decode v2", stream);
 }
 
 }  // namespace
@@ -204,12 +151,9 @@ void decode_logits_v2(const LogitsParams& p, const IndexerQueries& q, const Page
   if (q.count == 0 || n_cols == 0) return;
   require(q.count <= 0x7fffffffLL, "indexer_logits_decode v2: batch " + std::to_string(q.count) + " too large");
   const DecodeArgs a{q, keys, context_lens, logits, n_cols, inexact};
-  if (p.format == IndexerFormat::fp4)
-    p.scores == ScoreStorage::bf16 ? launch_layout<IndexerFormat::fp4, ScoreStorage::bf16>(a, stream)
-                                   : launch_layout<IndexerFormat::fp4, ScoreStorage::fp32>(a, stream);
-  else
-    p.scores == ScoreStorage::bf16 ? launch_layout<IndexerFormat::fp8, ScoreStorage::bf16>(a, stream)
-                                   : launch_layout<IndexerFormat::fp8, ScoreStorage::fp32>(a, stream);
+  dispatch(p.format, p.scores, keys.layout, [&](auto f, auto s, auto l) {
+    launch<decltype(f)::value, decltype(s)::value, decltype(l)::value>(a, stream);
+  });
 }
 
 }  // namespace detail

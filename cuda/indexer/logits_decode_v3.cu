@@ -25,24 +25,20 @@
 #include "cuda/common/launch_checks.h"
 #include "cuda/common/numerics.cuh"
 #include "cuda/common/wgmma.cuh"
+#include "cuda/indexer/decode_tile.cuh"
 #include "cuda/indexer/indexer_api.h"
 #include "cuda/indexer/logits_launch.h"
-#include "cuda/indexer/logits_tile.cuh"
 #include "cuda/indexer/page_walk.h"
 
 namespace dsv4::cuda {
 namespace {
 
-using namespace logits_tile;
+using namespace decode_tile;
 
-constexpr int kTileKeys = page_walk::kTileKeys;  // N
 constexpr int kThreads = kGroupThreads;
 constexpr int kStages = 5;
 constexpr int kCtasPerSm = 4;
-constexpr int kTilesPerCta = 64;  // a CTA's chunk: 4096 keys of one sequence
 using page_walk::kWarpKeys;
-constexpr int kBBytes = kTileKeys * kIndexerDim;
-constexpr int kScaleBytes = kTileKeys * kIndexerScaleBytes;
 
 struct DecodeArgs {
   IndexerQueries q;
@@ -56,15 +52,7 @@ struct DecodeArgs {
 };
 
 template <IndexerFormat F, ScoreStorage S>
-struct Smem {
-  static constexpr int kStageCodes = kTileKeys * code_bytes(F);  // FP8: the B operand; FP4: packed, row-major
-  alignas(128) uint8_t a[kQBytes];
-  alignas(128) uint8_t stage_codes[kStages][kStageCodes];
-  alignas(16) uint8_t stage_scales[kStages][kScaleBytes];
-  alignas(128) uint8_t b_unpacked[F == IndexerFormat::fp4 ? kBBytes : 16];
-  float slice_scale[F == IndexerFormat::fp4 ? 4 : 1][kTileKeys];
-  HeadSum<S> red[4 * kTileKeys];
-};
+using Smem = decode_tile::Smem<F, S, kStages>;
 
 // One sequence's pages as its CTA's copies see them (loop-invariant: built once).
 struct SequencePages {
@@ -142,12 +130,12 @@ template <IndexerFormat F, ScoreStorage S, IndexerCacheLayout L>
 __global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_logits_v3(const DecodeArgs a) {
   extern __shared__ __align__(128) uint8_t smem_raw[];
   Smem<F, S>& sm = *reinterpret_cast<Smem<F, S>*>(smem_raw);
-  const int t = threadIdx.x, lane = t % 32;
+  const int t = threadIdx.x;
   const int64_t b = blockIdx.x;
   const int64_t len = a.context_lens[b];
   const int64_t n_col_tiles = (a.n_cols + kTileKeys - 1) / kTileKeys;
-  const int64_t chunk_begin = static_cast<int64_t>(blockIdx.y) * kTilesPerCta;
-  const int64_t chunk_end = min(chunk_begin + kTilesPerCta, n_col_tiles);
+  const int64_t chunk_begin = static_cast<int64_t>(blockIdx.y) * kChunkTiles;
+  const int64_t chunk_end = min(chunk_begin + kChunkTiles, n_col_tiles);
   const int64_t key_tiles = (len + kTileKeys - 1) / kTileKeys;
   const int64_t last = min(chunk_end, key_tiles);  // tiles [chunk_begin, last) hold keys
   float* out_row = a.logits + b * a.n_cols;
@@ -182,34 +170,8 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_logits_v3(const D
     if (it + kStages - 1 < n_tiles)
       load_tile<F, S, L>(sm, ahead, chunk_first_key + static_cast<uint32_t>(it + kStages - 1) * kTileKeys, pages, t);
     copy_commit();
-    const uint8_t* b_tile = sm.stage_codes[st];
-    if constexpr (F == IndexerFormat::fp4) {
-#pragma unroll
-      for (int u = t; u < kTileKeys * 8; u += kThreads) {
-        const int row = u % kTileKeys, chunk = u / kTileKeys;
-        const uint2 packed = *reinterpret_cast<const uint2*>(sm.stage_codes[st] + row * 64 + 8 * chunk);
-        *reinterpret_cast<uint4*>(sm.b_unpacked + wgmma::tile_offset(kTileKeys, row, 16 * chunk)) = unpack16(packed);
-      }
-      for (int u = t; u < 4 * kTileKeys; u += kThreads) {
-        const int key = u % kTileKeys, blk = u / kTileKeys;
-        sm.slice_scale[blk][key] = ue8m0_value(sm.stage_scales[st][key * kIndexerScaleBytes + blk]);
-      }
-      wgmma::fence_shared_for_async();
-      __syncthreads();
-      b_tile = sm.b_unpacked;
-    }
-    float acc[kTileKeys / 2];
-    tile_mma<F, kTileKeys>(acc, sm.a, b_tile, lane,
-                           [&](int blk, int col) { return sm.slice_scale[F == IndexerFormat::fp4 ? blk : 0][col]; });
-    const HeadSum<S> sum = head_sum<S, kTileKeys>(acc, row_weights, sm.red, t, 0);
-    const int64_t col = (chunk_begin + it) * kTileKeys + t;
-    if (t < kTileKeys && col < a.n_cols) {
-      float key_scale = 1.0f;
-      if constexpr (F == IndexerFormat::fp8) {  // the fp32 scale word of the paged layouts
-        key_scale = *reinterpret_cast<const float*>(sm.stage_scales[st] + t * kIndexerScaleBytes);
-      }
-      out_row[col] = col < len ? finish<S>(sum, key_scale) : -INFINITY;
-    }
+    score_tile<F, S>(sm.a, sm.stage_codes[st], sm.stage_scales[st], sm.scratch, row_weights, out_row,
+                     (chunk_begin + it) * kTileKeys, len, a.n_cols, t, 0);
     st = st + 1 == kStages ? 0 : st + 1;
     ahead = ahead + 1 == kStages ? 0 : ahead + 1;
   }
@@ -217,29 +179,15 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_logits_v3(const D
 
 template <IndexerFormat F, ScoreStorage S, IndexerCacheLayout L>
 void launch(const DecodeArgs& a, cudaStream_t stream) {
-  const int smem = static_cast<int>(sizeof(Smem<F, S>));
-  CUDA_CHECK(cudaFuncSetAttribute(decode_logits_v3<F, S, L>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const int64_t n_col_tiles = (a.n_cols + kTileKeys - 1) / kTileKeys;
-  const dim3 grid(static_cast<unsigned>(a.q.count),
-                  static_cast<unsigned>((n_col_tiles + kTilesPerCta - 1) / kTilesPerCta));
-  detail::require(grid.y <= 65535, "indexer_logits_decode v3: " + std::to_string(a.n_cols) +
-                                       " columns need more than 65535 chunks of 4096");
-  decode_logits_v3<F, S, L><<<grid, kThreads, smem, stream>>>(a);
-  CUDA_CHECK_LAUNCH();
-}
-
-template <IndexerFormat F, ScoreStorage S>
-void launch_layout(const DecodeArgs& a, cudaStream_t stream) {
-  if (a.keys.layout == IndexerCacheLayout::deepgemm)
-    launch<F, S, IndexerCacheLayout::deepgemm>(a, stream);
-  else
-    launch<F, S, IndexerCacheLayout::interleaved>(a, stream);
+  launch_chunks(decode_logits_v3<F, S, L>, a, a.q.count, a.n_cols, kThreads, static_cast<int>(sizeof(Smem<F, S>)),
+                "indexer_logits_decode v3", stream);
 }
 
 // The shared-memory arithmetic of the file comment.
 static_assert(sizeof(Smem<IndexerFormat::fp8, ScoreStorage::bf16>) + 1024 <= 228 * 1024 / kCtasPerSm,
               "decode v3: kCtasPerSm CTAs of the largest variant must fit an SM's 228 KiB");
-static_assert(page_walk::kTileThreads == kThreads, "page_walk's copy plan is for one warpgroup");
+static_assert(page_walk::kTileThreads == kThreads && page_walk::kTileKeys == kTileKeys,
+              "page_walk's copy plan is for one warpgroup and a 64-key tile");
 
 }  // namespace
 
@@ -259,12 +207,9 @@ void decode_logits_v3(const LogitsParams& p, const IndexerQueries& q, const Page
                      logits,
                      n_cols,
                      inexact};
-  if (p.format == IndexerFormat::fp4)
-    p.scores == ScoreStorage::bf16 ? launch_layout<IndexerFormat::fp4, ScoreStorage::bf16>(a, stream)
-                                   : launch_layout<IndexerFormat::fp4, ScoreStorage::fp32>(a, stream);
-  else
-    p.scores == ScoreStorage::bf16 ? launch_layout<IndexerFormat::fp8, ScoreStorage::bf16>(a, stream)
-                                   : launch_layout<IndexerFormat::fp8, ScoreStorage::fp32>(a, stream);
+  dispatch(p.format, p.scores, keys.layout, [&](auto f, auto s, auto l) {
+    launch<decltype(f)::value, decltype(s)::value, decltype(l)::value>(a, stream);
+  });
 }
 
 }  // namespace detail

@@ -151,18 +151,9 @@ __global__ void __launch_bounds__(kThreads, F == IndexerFormat::fp8 ? 2 : 1) pre
     copy_commit();
     const uint8_t* b_tile = sm.stage_codes[st];
     if constexpr (F == IndexerFormat::fp4) {
-      // Unpack the packed codes (row-major, 64 bytes a key) into the e4m3 tile layout; 2^e of each
-      // key's 4 blocks into the slice-scale table.
-#pragma unroll
-      for (int u = t; u < kTileKeys * 8; u += kThreads) {
-        const int row = u % kTileKeys, chunk = u / kTileKeys;  // 16 dims = 8 packed bytes
-        const uint2 packed = *reinterpret_cast<const uint2*>(sm.stage_codes[st] + row * 64 + 8 * chunk);
-        *reinterpret_cast<uint4*>(sm.b_unpacked + wgmma::tile_offset(kTileKeys, row, 16 * chunk)) = unpack16(packed);
-      }
-      for (int u = t; u < 4 * kTileKeys; u += kThreads) {
-        const int key = u % kTileKeys, blk = u / kTileKeys;
-        sm.slice_scale[blk][key] = ue8m0_value(sm.stage_scales[st][key * kIndexerScaleBytes + blk]);
-      }
+      // Unpack the packed codes into the e4m3 tile layout, 2^e of each key's 4 blocks into the
+      // slice-scale table, once for both warpgroups.
+      unpack_fp4_tile<kTileKeys, kThreads>(sm.b_unpacked, sm.slice_scale, sm.stage_codes[st], sm.stage_scales[st], t);
       wgmma::fence_shared_for_async();
       __syncthreads();
       b_tile = sm.b_unpacked;

@@ -127,6 +127,27 @@ __device__ inline void build_query(uint8_t* a_tile, const uint8_t* codes, const 
   }
 }
 
+// ---- the FP4 B operand ----------------------------------------------------------------------------
+
+// N keys' packed FP4 codes (row-major, 64 bytes a key) -> their e4m3 codes in the tile layout of N
+// rows (b_unpacked), and 2^e of each key's 4 block scales (UE8M0 bytes, 4 a key) into
+// slice_scale[block][key]; by kThreads threads (t < kThreads). The caller fences and synchronises
+// before the MMA.
+template <int N, int kThreads>
+__device__ inline void unpack_fp4_tile(uint8_t* b_unpacked, float (*slice_scale)[N], const uint8_t* codes,
+                                       const uint8_t* scales, int t) {
+#pragma unroll
+  for (int u = t; u < N * 8; u += kThreads) {
+    const int row = u % N, chunk = u / N;  // 16 dims = 8 packed bytes
+    const uint2 packed = *reinterpret_cast<const uint2*>(codes + row * 64 + 8 * chunk);
+    *reinterpret_cast<uint4*>(b_unpacked + wgmma::tile_offset(N, row, 16 * chunk)) = unpack16(packed);
+  }
+  for (int u = t; u < 4 * N; u += kThreads) {
+    const int key = u % N, blk = u / N;
+    slice_scale[blk][key] = ue8m0_value(scales[key * kIndexerScaleBytes + blk]);
+  }
+}
+
 // ---- the tile MMA ---------------------------------------------------------------------------------
 
 // acc = x of the tile (see the file comment). a_tile: the query operand; b_tile: N keys' e4m3 codes

@@ -937,28 +937,10 @@ TEST_CASE("sanitizer sweep: one small call of every indexer kernel and version (
       for (cuda::IndexerCacheLayout layout :
            {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm}) {
         const int page_keys = layout == cuda::IndexerCacheLayout::deepgemm ? 64 : 32;
-        const std::vector<int32_t> lens{0, 5, 70};
-        const ref::RopeTable rope =
-            ref::RopeTable::for_layer(ref::ModelConfig::flash(), 4, policy(f, true, ScoreStorage::bf16));
-        std::vector<cuda::HostVectors> keys(lens.size());
-        for (size_t b = 0; b < lens.size(); ++b)
-          (void)vectors(projection(lens[b], 1, gen), 0, rope, 1, f, true, keys[b]);
-        const PagedSetup ps = paged_setup(lens, page_keys, gen);
-        const DeviceBuffer<uint8_t> dpool(cuda::pack_paged(keys, ps.pages, layout, page_keys, ps.pool_pages, 0xFF));
-        const DeviceBuffer<int32_t> dtable(ps.table), dlens(lens);
-        cuda::PagedKeys pk;
-        pk.format = f;
-        pk.layout = layout;
-        pk.page_keys = page_keys;
-        pk.pool = dpool.get();
-        pk.pool_pages = ps.pool_pages;
-        pk.block_table = dtable.get();
-        pk.table_stride = ps.stride;
-        DeviceBuffer<float> decoded(3 * 72);
-        cuda::indexer_logits_decode({64, f, ScoreStorage::fp32}, in.queries(), pk, dlens.get(), decoded.get(), 72, v);
+        const PagedCall call({0, 5, 70}, layout, f, page_keys, 72, gen);
+        for (float x : call.run(ScoreStorage::fp32, v)) CHECK(!std::isnan(x));
         if (v == Variant::v2)  // decode has a v3 (the other entries stop at v2)
-          cuda::indexer_logits_decode({64, f, ScoreStorage::fp32}, in.queries(), pk, dlens.get(), decoded.get(), 72,
-                                      Variant::v3);
+          for (float x : call.run(ScoreStorage::fp32, Variant::v3)) CHECK(!std::isnan(x));
       }
       CUDA_CHECK(cudaDeviceSynchronize());
       for (float x : logits.download()) CHECK(!std::isnan(x));
