@@ -65,6 +65,21 @@ __device__ inline uint4 shared_load4(unsigned address) {
   return v;
 }
 
+// A radix pass's digit: key bits [shift, shift + log2(bins)); the pass counts the visible keys whose
+// higher digits are the k-th key's found so far (key & mask == prefix).
+struct PassDigit {
+  uint32_t prefix, mask;
+  int shift;
+  uint32_t last_bin;  // bins - 1
+  __device__ bool counts(uint32_t key) const { return key != 0 && (key & mask) == prefix; }
+};
+
+// Counts `key` n times (n equal keys) into the histogram at shared address hist_base when the pass
+// counts it.
+__device__ inline void count_key(unsigned hist_base, const PassDigit& d, uint32_t key, unsigned n) {
+  if (d.counts(key)) shared_add(hist_base + 4u * ((key >> d.shift) & d.last_bin), n);
+}
+
 // The 4 keys of a lane: candidates first .. first+3 of a chunk.
 struct Keys4 {
   uint32_t k[4];
@@ -142,15 +157,15 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
   const int rank = static_cast<int>(cluster.block_rank());
   const int t = threadIdx.x, lane = t % 32, warp = t / 32;
   const unsigned below = (1u << lane) - 1;  // the lanes before this one
-  const int64_t row = blockIdx.x / c;
-  const float* x = a.scores + row * a.stride;
-  const int64_t len = a.lengths[row];
+  const int64_t len = a.lengths[blockIdx.x / c];
   const Slice s = slice_of(len, c, rank);
+  // The slice's scores, and the row index of its first candidate (< 2^32: topk() checks the lengths).
+  const float* slice = a.scores + static_cast<int64_t>(blockIdx.x / c) * a.stride + s.lo;
+  const uint32_t slice_lo = static_cast<uint32_t>(s.lo);
   const bool resident = slice_part(len, c) <= kResident;
   if (resident) {
     // 4 scores a thread and load, 4 loads in flight; 16-byte loads where the slice is aligned, one
     // score at a time at its end (nothing past the row's length is read).
-    const float* slice = x + s.lo;
     const bool aligned = (reinterpret_cast<uintptr_t>(slice) & 15u) == 0;
     const int filled = static_cast<int>(s.hi - s.lo), padded = static_cast<int>(whole_chunks(filled));
     for (int o0 = 4 * t; o0 < padded; o0 += 16 * kThreads) {
@@ -193,7 +208,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
     } else {
       const int i = o + 4 * lane;
 #pragma unroll
-      for (int j = 0; j < 4; ++j) r.k[j] = i + j < w_hi ? order_key(x[s.lo + i + j]) : 0;
+      for (int j = 0; j < 4; ++j) r.k[j] = i + j < w_hi ? order_key(slice[i + j]) : 0;
     }
     return r;
   };
@@ -202,9 +217,11 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
   int need = a.k;                 // keys with this prefix still to pick
   bool take_all = false;          // at most k visible keys: every one is picked
   int digit = 0;
-#pragma unroll
+  // Not unrolled: the three copies of the loop body spilled at this kernel's 64 registers.
+#pragma unroll 1
   for (int p = 0; p < kPasses; ++p) {
     const int shift = digit_shift(p), bins = digit_bins(p);
+    const PassDigit pass{prefix, mask, shift, static_cast<uint32_t>(bins - 1)};
     unsigned* hist = sm.hist;
     const unsigned hist_base = shared_address(hist);
     for (int b = t; b < bins; b += kThreads) hist[b] = 0;
@@ -215,14 +232,11 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
         const uint32_t first = __shfl_sync(kFull, r.k[0], 0);
         if (__all_sync(kFull, r.k[0] == first && r.k[1] == first && r.k[2] == first && r.k[3] == first)) {
           // One key over the whole chunk (keys past the segment are 0, so these are 128 candidates).
-          if (lane == 0 && first != 0 && (first & mask) == prefix)
-            shared_add(hist_base + 4u * ((first >> shift) & static_cast<uint32_t>(bins - 1)), kChunk);
+          if (lane == 0) count_key(hist_base, pass, first, kChunk);
           continue;
         }
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
-          if (r.k[j] != 0 && (r.k[j] & mask) == prefix)
-            shared_add(hist_base + 4u * ((r.k[j] >> shift) & static_cast<uint32_t>(bins - 1)), 1u);
+        for (int j = 0; j < 4; ++j) count_key(hist_base, pass, r.k[j], 1u);
       }
     } else {
       // A resident slice: passes 1 and 2 count only the keys in pass 0's digit, collected once
@@ -233,7 +247,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
           int before = 0, in_chunk = 0;
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
-            const bool in = r.k[j] != 0 && (r.k[j] & mask) == prefix;
+            const bool in = pass.counts(r.k[j]);
             const unsigned lanes = __ballot_sync(kFull, in);
             before += __popc(lanes & below);
             in_chunk += __popc(lanes);
@@ -244,8 +258,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
           slot = __shfl_sync(kFull, slot, 0) + before;
 #pragma unroll
           for (int j = 0; j < 4; ++j)
-            if (r.k[j] != 0 && (r.k[j] & mask) == prefix)
-              sm.candidates[slot++] = static_cast<uint16_t>(o + 4 * lane + j);
+            if (pass.counts(r.k[j])) sm.candidates[slot++] = static_cast<uint16_t>(o + 4 * lane + j);
         }
         __syncthreads();
       }
@@ -253,13 +266,11 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
       for (int q0 = 32 * warp; q0 < n_candidates; q0 += kThreads) {
         const int q = q0 + lane;
         const uint32_t key = q < n_candidates ? sm.keys[sm.candidates[q]] : 0u;
-        const bool counted = key != 0 && (key & mask) == prefix;
         const uint32_t first = __shfl_sync(kFull, key, 0);
         if (__all_sync(kFull, key == first)) {  // one key over the 32 (a plateau)
-          if (lane == 0 && counted)
-            shared_add(hist_base + 4u * ((first >> shift) & static_cast<uint32_t>(bins - 1)), 32u);
-        } else if (counted) {
-          shared_add(hist_base + 4u * ((key >> shift) & static_cast<uint32_t>(bins - 1)), 1u);
+          if (lane == 0) count_key(hist_base, pass, first, 32u);
+        } else {
+          count_key(hist_base, pass, key, 1u);
         }
       }
     }
@@ -386,17 +397,17 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
     int slot = 0;
     if (lane == 0) slot = atomicAdd(count0, picks_in_chunk);
     slot = __shfl_sync(kFull, slot, 0) + picks_before;
-    const int64_t i = s.lo + o + 4 * lane;
+    const uint32_t i = slice_lo + static_cast<uint32_t>(o + 4 * lane);
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-      if (pick[j]) picks0[slot++] = composite(r.k[j], static_cast<uint32_t>(i + j));
+      if (pick[j]) picks0[slot++] = composite(r.k[j], i + j);
   }
   cluster.sync();  // every pick is in CTA 0's list; no CTA touches another's memory after this
   if (rank != 0) return;
   const int n = sm.n_picks;
   uint64_t sorted[2];
   sort_descending(sm.picks, n, sorted);
-  int32_t* out = a.out + row * a.k;
+  int32_t* out = a.out + static_cast<int64_t>(blockIdx.x / c) * a.k;
 #pragma unroll
   for (int e = 0; e < 2; ++e) {
     const int col = t + kThreads * e;
