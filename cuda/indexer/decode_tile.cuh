@@ -2,11 +2,12 @@
 // What the decode logits kernels (logits_decode_v2.cu, v3, v4; sm_90a) share: the scoring of one
 // 64-key tile staged in shared memory by one warpgroup (FP4 codes unpacked to e4m3 with their slice
 // scales, the tile MMA and epilogue of logits_tile.cuh, the key's scale word, -inf past the
-// sequence's length), the shared memory of the chunked kernels (v2, v3), and their launch. The
-// kernels differ only in how the keys reach shared memory, so that they all compute the same
-// logits bit for bit.
+// sequence's length), the shared memory of the one-warpgroup kernels (v2, v3), a key's place in the
+// pool in page_walk.h's 32-bit arithmetic (v3, v4), and the launch. The kernels differ only in how
+// the keys reach shared memory, so that they all compute the same logits bit for bit.
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -18,6 +19,7 @@
 #include "cuda/indexer/formats.h"
 #include "cuda/indexer/indexer_api.h"
 #include "cuda/indexer/logits_tile.cuh"
+#include "cuda/indexer/page_walk.h"
 
 namespace dsv4::cuda::decode_tile {
 
@@ -26,7 +28,7 @@ using namespace logits_tile;
 inline constexpr int kTileKeys = 64;                                // N of the tile MMA
 inline constexpr int kBBytes = kTileKeys * kIndexerDim;             // e4m3 B operand of a tile
 inline constexpr int kScaleBytes = kTileKeys * kIndexerScaleBytes;  // a tile's scale words
-inline constexpr int kChunkTiles = 64;                              // v2, v3: a CTA's chunk, 4096 keys
+inline constexpr int kChunkTiles = 64;                              // a CTA's chunk: 4096 keys
 template <IndexerFormat F>
 inline constexpr int kStageCodes = kTileKeys* code_bytes(F);  // FP8: the B operand; FP4: packed, row-major
 
@@ -38,7 +40,7 @@ struct Scratch {
   HeadSum<S> red[4 * kTileKeys];
 };
 
-// Shared memory of a chunked kernel (v2, v3): one query's A operand, a ring of kStages tiles, the
+// Shared memory of a one-warpgroup kernel (v2, v3): one query's A operand, a ring of kStages tiles, the
 // scratch of its one warpgroup.
 template <IndexerFormat F, ScoreStorage S, int kStages>
 struct Smem {
@@ -54,10 +56,15 @@ struct Smem {
 // each key's scale word (FP8: fp32 2^c_j; FP4: four UE8M0 block scales). Called by the 128 threads
 // (t = thread in group) of warpgroup g, which synchronises on its named barrier only; codes and
 // scales must have landed and be visible to the async proxy for every thread of the group.
-template <IndexerFormat F, ScoreStorage S>
+// release(): called by every thread of the group once its warp no longer reads codes and scales
+// (its MMA has completed): a ring's stage can be handed back there.
+struct KeepStage {
+  __device__ void operator()() const {}
+};
+template <IndexerFormat F, ScoreStorage S, class Release = KeepStage>
 __device__ inline void score_tile(const uint8_t* a_tile, const uint8_t* codes, const uint8_t* scales,
                                   Scratch<F, S>& scratch, const float (&row_weights)[2], float* out_row,
-                                  int64_t first_col, int64_t len, int64_t n_cols, int t, int g) {
+                                  int64_t first_col, int64_t len, int64_t n_cols, int t, int g, Release release = {}) {
   const int lane = t % 32;
   // The key's 2^c_j: FP8 the fp32 scale word of the paged layouts; FP4 1 (its block scales are in
   // the sum already). Read before the MMA, so that no pointer into the stage stays live across it.
@@ -74,9 +81,72 @@ __device__ inline void score_tile(const uint8_t* a_tile, const uint8_t* codes, c
   float acc[kTileKeys / 2];
   tile_mma<F, kTileKeys>(acc, a_tile, b_tile, lane,
                          [&](int blk, int col) { return scratch.slice_scale[F == IndexerFormat::fp4 ? blk : 0][col]; });
+  release();
   const HeadSum<S> sum = head_sum<S, kTileKeys>(acc, row_weights, scratch.red, t, g);
   const int64_t col = first_col + t;
   if (t < kTileKeys && col < n_cols) out_row[col] = col < len ? finish<S>(sum, key_scale) : -INFINITY;
+}
+
+// ---- the page walk on the device (v3, v4) ----------------------------------------------------
+
+// One sequence's pages as its CTA's copies see them (loop-invariant: built once).
+struct SequencePages {
+  const uint8_t* pool;
+  const int32_t* table;  // the sequence's block-table row
+  page_walk::PageDivider divider;
+  page_walk::SlotStrides strides;
+  uint32_t len;
+};
+
+// Key `key` of the sequence: the pool offsets of its code bytes and scale word. Past the length
+// nothing is looked up and both offsets are 0 (the zero-byte copies still need a valid address).
+struct KeyAt {
+  uint64_t codes = 0, scale = 0;
+  bool valid = false;
+};
+
+__device__ inline KeyAt locate(const SequencePages& s, uint32_t key) {
+  KeyAt at;
+  at.valid = key < s.len;
+  if (at.valid) {
+    const page_walk::PageSlot ps = page_walk::split(s.divider, key);
+    const uint32_t page = static_cast<uint32_t>(__ldg(s.table + ps.page));
+    at.codes = page_walk::code_offset(s.strides, page, ps.slot);
+    at.scale = page_walk::scale_offset(s.strides, page, ps.slot);
+  }
+  return at;
+}
+
+// The arguments of the kernels that walk pages in 32-bit arithmetic (v3, v4): the call's, and the
+// page size's divider and slot strides taken once on the host.
+struct WalkArgs {
+  IndexerQueries q;
+  PagedKeys keys;
+  page_walk::PageDivider divider;
+  page_walk::SlotStrides strides;
+  const int32_t* context_lens;
+  float* logits;
+  int64_t n_cols;
+  int* inexact;
+};
+
+// Checks what the 32-bit walk needs (a grid x of the batch; pages below 2^31 bytes), then builds the
+// arguments. who: "indexer_logits_decode vN".
+inline WalkArgs walk_args(const IndexerQueries& q, const PagedKeys& keys, const int32_t* context_lens, float* logits,
+                          int64_t n_cols, int* inexact, const char* who) {
+  const std::string w(who);
+  detail::require(q.count <= 0x7fffffffLL, w + ": batch " + std::to_string(q.count) + " too large");
+  detail::require(keys.page_bytes() <= INT_MAX, w + ": pages of " + std::to_string(keys.page_bytes()) +
+                                                    " bytes, at most " + std::to_string(INT_MAX) +
+                                                    " (32-bit slot offsets)");
+  return {q,
+          keys,
+          page_walk::make_page_divider(keys.page_keys),
+          page_walk::slot_strides(keys.layout, keys.format, keys.page_keys),
+          context_lens,
+          logits,
+          n_cols,
+          inexact};
 }
 
 // Calls launch(F, S, L) with std::integral_constant tags of the call's format, score storage and
@@ -104,7 +174,7 @@ void dispatch(IndexerFormat f, ScoreStorage s, IndexerCacheLayout l, Launch&& la
     by_scores(std::integral_constant<Fmt, Fmt::fp8>{});
 }
 
-// A chunked kernel's launch: a CTA per (sequence, chunk of kChunkTiles tiles), `smem` bytes of
+// The launch of v2, v3 and v4: a CTA per (sequence, chunk of kChunkTiles tiles), `smem` bytes of
 // dynamic shared memory. who: "indexer_logits_decode vN" for the errors.
 template <class Args>
 void launch_chunks(void (*kernel)(Args), const Args& a, int64_t batch, int64_t n_cols, int threads, int smem,

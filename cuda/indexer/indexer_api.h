@@ -14,8 +14,10 @@
 //                           for FP8 only); v2 and v3 need 16-byte aligned key codes;
 //   indexer_logits_decode   v1 one thread per logit; v2 wgmma over the pages of each sequence;
 //                           v3 v2's MMA and epilogue (bitwise v2's logits) behind a cheaper copy
-//                           producer (32-bit page arithmetic, a deeper ring).
-// v2 and v3 of the logits need 64 heads; other head counts run v1.
+//                           producer (32-bit page arithmetic, a deeper ring);
+//                           v4 v3's tile scoring (bitwise v3's logits) in consumer warpgroups fed
+//                           by a producer warp through an mbarrier ring.
+// v2 and later versions of the logits need 64 heads; other head counts run v1.
 #include <cuda_runtime.h>
 
 #include <cstdint>

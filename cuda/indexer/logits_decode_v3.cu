@@ -18,7 +18,6 @@
 //     of 528 (v2: 5 CTAs an SM, 3.1 waves of 660, the last one a tenth full).
 #include <cuda_runtime.h>
 
-#include <climits>
 #include <cmath>
 
 #include "cuda/common/cuda_check.h"
@@ -40,47 +39,10 @@ constexpr int kStages = 5;
 constexpr int kCtasPerSm = 4;
 using page_walk::kWarpKeys;
 
-struct DecodeArgs {
-  IndexerQueries q;
-  PagedKeys keys;
-  page_walk::PageDivider divider;
-  page_walk::SlotStrides strides;
-  const int32_t* context_lens;
-  float* logits;
-  int64_t n_cols;
-  int* inexact;
-};
+using DecodeArgs = WalkArgs;
 
 template <IndexerFormat F, ScoreStorage S>
 using Smem = decode_tile::Smem<F, S, kStages>;
-
-// One sequence's pages as its CTA's copies see them (loop-invariant: built once).
-struct SequencePages {
-  const uint8_t* pool;
-  const int32_t* table;  // the sequence's block-table row
-  page_walk::PageDivider divider;
-  page_walk::SlotStrides strides;
-  uint32_t len;
-};
-
-// Key `key` of the sequence: the pool offsets of its code bytes and scale word. Past the length
-// nothing is looked up and both offsets are 0 (the zero-byte copies still need a valid address).
-struct KeyAt {
-  uint64_t codes = 0, scale = 0;
-  bool valid = false;
-};
-
-__device__ inline KeyAt locate(const SequencePages& s, uint32_t key) {
-  KeyAt at;
-  at.valid = key < s.len;
-  if (at.valid) {
-    const page_walk::PageSlot ps = page_walk::split(s.divider, key);
-    const uint32_t page = static_cast<uint32_t>(__ldg(s.table + ps.page));
-    at.codes = page_walk::code_offset(s.strides, page, ps.slot);
-    at.scale = page_walk::scale_offset(s.strides, page, ps.slot);
-  }
-  return at;
-}
 
 // The copies of keys [first_key, +64) of the sequence (those < len; zeros for the others, as v2)
 // into stage st.
@@ -196,17 +158,7 @@ namespace detail {
 void decode_logits_v3(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
                       const int32_t* context_lens, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream) {
   if (q.count == 0 || n_cols == 0) return;
-  require(q.count <= 0x7fffffffLL, "indexer_logits_decode v3: batch " + std::to_string(q.count) + " too large");
-  require(keys.page_bytes() <= INT_MAX, "indexer_logits_decode v3: pages of " + std::to_string(keys.page_bytes()) +
-                                            " bytes, at most " + std::to_string(INT_MAX) + " (32-bit slot offsets)");
-  const DecodeArgs a{q,
-                     keys,
-                     page_walk::make_page_divider(keys.page_keys),
-                     page_walk::slot_strides(keys.layout, keys.format, keys.page_keys),
-                     context_lens,
-                     logits,
-                     n_cols,
-                     inexact};
+  const DecodeArgs a = walk_args(q, keys, context_lens, logits, n_cols, inexact, "indexer_logits_decode v3");
   dispatch(p.format, p.scores, keys.layout, [&](auto f, auto s, auto l) {
     launch<decltype(f)::value, decltype(s)::value, decltype(l)::value>(a, stream);
   });

@@ -1,9 +1,9 @@
 #pragma once
 // Where key t of a sequence lives in a paged indexer cache (indexer_api.h PagedKeys), in the 32-bit
-// arithmetic of the v3 decode kernel (logits_decode_v3.cu), and which bytes of a 64-key tile each of
-// its 128 threads copies; for host and device code: test_cuda_host checks the split against integer
-// division, the offsets against cache_layout.cuh's key_offsets, and that the copies of a tile cover
-// every code byte and scale word once.
+// arithmetic of the v3 and v4 decode kernels (logits_decode_v3.cu, v4), and which bytes of a 64-key
+// tile each of v3's 128 threads, or each lane of v4's producer warp, copies; for host and device code: test_cuda_host
+// checks the split against integer division, the offsets against cache_layout.cuh's key_offsets, and that the copies of
+// a tile cover every code byte and scale word once.
 //
 // PageDivider splits a key index 0 <= t < 2^31 into (t / d, t % d), d = page_keys >= 1, with one
 // 32 x 32 -> 64-bit multiply and a shift instead of a 64-bit division (Granlund and Montgomery's
@@ -114,5 +114,26 @@ DSV4_HD inline CopyUnit interleaved_unit(int words, int t, int pass) {
   const int warp = t / 32, lane = t % 32;
   return {kWarpKeys * warp + warp_key(words, lane, pass), 4 * (lane % words)};
 }
+
+// ---- the v4 producer warp's share of a tile ------------------------------------------------------------
+
+inline constexpr int kProducerLanes = 32;
+inline constexpr int kLaneLookups = kTileKeys / 16;  // DeepGEMM layout: the keys a lane looks up
+
+// DeepGEMM layout, 16-byte copies: lane l looks up keys l / 2 + 16 j (j < 4) and copies, of key j,
+// the units 2 m + l % 2 (m < code_bytes / 32: FP8 4, FP4 2): one warp instruction (j, m) reads 16
+// keys' 32-byte sectors whole and stores them conflict-free in the tile layout. The even lane also
+// copies the key's scale word.
+DSV4_HD inline CopyUnit producer_deepgemm_unit(int lane, int j, int m) {
+  return {lane / 2 + 16 * j, 16 * (2 * m + lane % 2)};
+}
+// Interleaved layout (slots 4-byte aligned), 4-byte copies, `words` = code_bytes / 4: lane l looks
+// up keys l and l + 32 (and copies their scale words); pass p < 64 words / 32 copies word l % words of
+// key warp_key(words, l, p), whose offsets come by a shuffle from the lane that looked it up:
+// lane key % 32, its lookup key / 32 = producer_lookup(words, p) (the same for the whole pass).
+DSV4_HD inline CopyUnit producer_interleaved_unit(int words, int lane, int pass) {
+  return {warp_key(words, lane, pass), 4 * (lane % words)};
+}
+DSV4_HD inline int producer_lookup(int words, int pass) { return (32 / words) * pass / 32; }
 
 }  // namespace dsv4::cuda::page_walk

@@ -18,14 +18,16 @@
 //   decode     unreferenced pool bytes and the slots past each length hold 0xFF (NaN codes and
 //              scales): a read of them would show as NaN; table entries past the pages hold -1.
 //   decode v3  the same checks (every layout, format, score storage; page sizes 4, 12, 100, 256 too)
-//              and v2's logits bit for bit.
+//              and v2's logits bit for bit;
+//   decode v4  the same checks as v3 and v3's logits bit for bit (the same tile scoring behind a
+//              producer warp and an mbarrier ring: chunks of up to 64 tiles wrap its 9-16 stages).
 //   prefill v3 the prefill checks above (its FP4 is v2's kernel), and v2's logits bit for bit (the
 //              same MMA instruction on the same operand values, the same epilogue), also over more
 //              work units than the GPU has SMs (the persistent loop, the ring's phases) and with
 //              key codes that are not 16-byte aligned (v2 runs them).
 // The epilogue's hardware bf16 rounding against bf16_round over all 2^32 fp32 inputs.
 // Plus 20 reruns bitwise identical, a query's logits independent of its batch neighbours (prefill v2
-// and v3, decode v3), zero-length calls, argument checks.
+// and v3, decode v3 and v4), zero-length calls, argument checks.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -579,7 +581,7 @@ TEST_CASE("decode logits over the paged caches of both layouts equal the oracle'
   for (cuda::IndexerCacheLayout layout : {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm})
     for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8})
       for (ScoreStorage st : {ScoreStorage::bf16, ScoreStorage::fp32})
-        for (Variant v : {Variant::v1, Variant::v2, Variant::v3}) {
+        for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4}) {
           const int page_keys = layout == cuda::IndexerCacheLayout::deepgemm ? 64 : 32;
           const std::vector<int32_t> lens{0, 1, 63, 64, 65, 300, 4097};
           const int64_t n_cols = 4160;
@@ -596,13 +598,14 @@ TEST_CASE("decode logits over the paged caches of both layouts equal the oracle'
           const std::vector<float> got = call.run(st, v);
           check_logits(call.compare(got, st), v, f, st, book,
                        std::string(layout_name(layout)) + " " + cuda::format_name(f) + " " + cuda::storage_name(st));
-          // v3 changes only how the keys reach shared memory: v2's logits bit for bit.
+          // v3 and v4 change only how the keys reach shared memory: v2's and v3's logits bit for bit.
           if (v == Variant::v3) CHECK(cuda::testing::bitwise_differences(got, call.run(st, Variant::v2)) == 0);
+          if (v == Variant::v4) CHECK(cuda::testing::bitwise_differences(got, call.run(st, Variant::v3)) == 0);
         }
   MESSAGE(book.table());
 }
 
-TEST_CASE("decode v3 over page sizes that are not powers of two (and 4, the smallest) equals v2 and the oracle") {
+TEST_CASE("decode v3 and v4 over page sizes that are not powers of two (and 4, the smallest) equal v2 and the oracle") {
   TallyBook book;
   for (cuda::IndexerCacheLayout layout : {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm})
     for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8})
@@ -610,7 +613,7 @@ TEST_CASE("decode v3 over page sizes that are not powers of two (and 4, the smal
         // Lengths ending inside a page, at a page's end, at a tile's end and past a 4096-key chunk.
         const std::vector<int32_t> lens{1, 11, 12, 64, 100, 129, 4200};
         const int64_t n_cols = 4224;
-        const auto c = Case::select(CaseId("decode_v3_page_sizes")
+        const auto c = Case::select(CaseId("decode_page_sizes")
                                         .with("layout", layout_name(layout))
                                         .with("format", cuda::format_name(f))
                                         .with("page_keys", page_keys)
@@ -620,70 +623,76 @@ TEST_CASE("decode v3 over page sizes that are not powers of two (and 4, the smal
         std::mt19937_64 gen = c->rng();
         PagedCall call(lens, layout, f, page_keys, n_cols, gen);
         for (ScoreStorage st : {ScoreStorage::bf16, ScoreStorage::fp32}) {
-          const std::vector<float> got = call.run(st, Variant::v3);
+          const std::vector<float> got = call.run(st, Variant::v3), got_v4 = call.run(st, Variant::v4);
           check_logits(call.compare(got, st), Variant::v3, f, st, book,
                        std::string(layout_name(layout)) + " " + cuda::format_name(f) + " " + cuda::storage_name(st) +
                            " pages of " + std::to_string(page_keys));
+          check_logits(call.compare(got_v4, st), Variant::v4, f, st, book,
+                       std::string(layout_name(layout)) + " " + cuda::format_name(f) + " " + cuda::storage_name(st) +
+                           " pages of " + std::to_string(page_keys) + " v4");
           CHECK(cuda::testing::bitwise_differences(got, call.run(st, Variant::v2)) == 0);
+          CHECK(cuda::testing::bitwise_differences(got_v4, got) == 0);
         }
       }
   MESSAGE(book.table());
 }
 
-TEST_CASE("decode v3 is bitwise identical over 20 reruns and independent of a sequence's batch neighbours") {
-  for (cuda::IndexerCacheLayout layout : {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm})
-    for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8}) {
-      const std::vector<int32_t> lens{700, 0, 4097, 65, 1, 2000};
-      const int64_t n_cols = 4100;
-      const int page_keys = layout == cuda::IndexerCacheLayout::deepgemm ? 64 : 32;
-      const auto c = Case::select(CaseId("decode_v3_reruns")
-                                      .with("layout", layout_name(layout))
-                                      .with("format", cuda::format_name(f))
-                                      .with("lens", std::vector<int64_t>(lens.begin(), lens.end()))
-                                      .with("runs", 20));
-      if (!c) continue;
-      INFO(c->reproduce());
-      std::mt19937_64 gen = c->rng();
-      PagedCall call(lens, layout, f, page_keys, n_cols, gen);
-      const std::vector<float> first = call.run(ScoreStorage::fp32, Variant::v3);
-      int identical = 0;
-      for (int r = 0; r < 19; ++r)
-        identical += cuda::testing::bitwise_differences(first, call.run(ScoreStorage::fp32, Variant::v3)) == 0;
-      CHECK(identical == 19);
-      // The sequences in reverse order (queries, lengths and table rows; the same pool): rows reverse.
-      const int batch = call.batch();
-      const int64_t cb = cuda::code_bytes(f);
-      cuda::HostVectors rq = call.in.q;
-      std::vector<float> rw(call.in.w.size());
-      std::vector<int32_t> rlens(lens.rbegin(), lens.rend()), rtable(call.ps.table.size());
-      const size_t stride = static_cast<size_t>(call.ps.stride);
-      for (int i = 0; i < batch; ++i) {
-        const int from = batch - 1 - i;
-        std::copy_n(call.in.q.codes.begin() + from * 64 * cb, 64 * cb, rq.codes.begin() + i * 64 * cb);
-        std::copy_n(call.in.q.scales.begin() + from * 64 * 4, 64 * 4, rq.scales.begin() + i * 64 * 4);
-        std::copy_n(call.in.w.begin() + from * 64, 64, rw.begin() + i * 64);
-        std::copy_n(call.ps.table.begin() + static_cast<size_t>(from) * stride, stride,
-                    rtable.begin() + static_cast<size_t>(i) * stride);
+TEST_CASE("decode v3 and v4 are bitwise identical over 20 reruns and independent of a sequence's batch neighbours") {
+  for (Variant v : {Variant::v3, Variant::v4})
+    for (cuda::IndexerCacheLayout layout : {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm})
+      for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8}) {
+        const std::vector<int32_t> lens{700, 0, 4097, 65, 1, 2000};
+        const int64_t n_cols = 4100;
+        const int page_keys = layout == cuda::IndexerCacheLayout::deepgemm ? 64 : 32;
+        const auto c = Case::select(CaseId("decode_reruns")
+                                        .with("layout", layout_name(layout))
+                                        .with("format", cuda::format_name(f))
+                                        .with("lens", std::vector<int64_t>(lens.begin(), lens.end()))
+                                        .with("runs", 20)
+                                        .with("variant", v));
+        if (!c) continue;
+        INFO(c->reproduce());
+        std::mt19937_64 gen = c->rng();
+        PagedCall call(lens, layout, f, page_keys, n_cols, gen);
+        const std::vector<float> first = call.run(ScoreStorage::fp32, v);
+        int identical = 0;
+        for (int r = 0; r < 19; ++r)
+          identical += cuda::testing::bitwise_differences(first, call.run(ScoreStorage::fp32, v)) == 0;
+        CHECK(identical == 19);
+        // The sequences in reverse order (queries, lengths and table rows; the same pool): rows reverse.
+        const int batch = call.batch();
+        const int64_t cb = cuda::code_bytes(f);
+        cuda::HostVectors rq = call.in.q;
+        std::vector<float> rw(call.in.w.size());
+        std::vector<int32_t> rlens(lens.rbegin(), lens.rend()), rtable(call.ps.table.size());
+        const size_t stride = static_cast<size_t>(call.ps.stride);
+        for (int i = 0; i < batch; ++i) {
+          const int from = batch - 1 - i;
+          std::copy_n(call.in.q.codes.begin() + from * 64 * cb, 64 * cb, rq.codes.begin() + i * 64 * cb);
+          std::copy_n(call.in.q.scales.begin() + from * 64 * 4, 64 * 4, rq.scales.begin() + i * 64 * 4);
+          std::copy_n(call.in.w.begin() + from * 64, 64, rw.begin() + i * 64);
+          std::copy_n(call.ps.table.begin() + static_cast<size_t>(from) * stride, stride,
+                      rtable.begin() + static_cast<size_t>(i) * stride);
+        }
+        Inputs rev = std::move(call.in);
+        rev.q = rq;
+        rev.w = rw;
+        rev.upload();
+        const DeviceBuffer<int32_t> dtable(rtable), dlens(rlens);
+        cuda::PagedKeys pk = call.pk;
+        pk.block_table = dtable.get();
+        DeviceBuffer<float> logits(static_cast<size_t>(batch * n_cols));
+        cuda::indexer_logits_decode({64, f, ScoreStorage::fp32}, rev.queries(), pk, dlens.get(), logits.get(), n_cols,
+                                    v);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        const std::vector<float> reversed = logits.download();
+        int64_t bad = 0;
+        for (int i = 0; i < batch; ++i)
+          for (int64_t j = 0; j < n_cols; ++j)
+            bad += std::bit_cast<uint32_t>(reversed[static_cast<size_t>(i * n_cols + j)]) !=
+                   std::bit_cast<uint32_t>(first[static_cast<size_t>((batch - 1 - i) * n_cols + j)]);
+        CHECK(bad == 0);
       }
-      Inputs rev = std::move(call.in);
-      rev.q = rq;
-      rev.w = rw;
-      rev.upload();
-      const DeviceBuffer<int32_t> dtable(rtable), dlens(rlens);
-      cuda::PagedKeys pk = call.pk;
-      pk.block_table = dtable.get();
-      DeviceBuffer<float> logits(static_cast<size_t>(batch * n_cols));
-      cuda::indexer_logits_decode({64, f, ScoreStorage::fp32}, rev.queries(), pk, dlens.get(), logits.get(), n_cols,
-                                  Variant::v3);
-      CUDA_CHECK(cudaDeviceSynchronize());
-      const std::vector<float> reversed = logits.download();
-      int64_t bad = 0;
-      for (int i = 0; i < batch; ++i)
-        for (int64_t j = 0; j < n_cols; ++j)
-          bad += std::bit_cast<uint32_t>(reversed[static_cast<size_t>(i * n_cols + j)]) !=
-                 std::bit_cast<uint32_t>(first[static_cast<size_t>((batch - 1 - i) * n_cols + j)]);
-      CHECK(bad == 0);
-    }
 }
 
 // ---- invariances, edges, arguments ------------------------------------------------------------------
@@ -812,23 +821,24 @@ TEST_CASE("zero-length calls: no queries, no keys, empty ranges and empty sequen
     pk.pool_pages = 1;
     pk.block_table = table.get();
     pk.table_stride = 1;
-    GuardedBuffer<float> decoded(3 * 70), decoded_v3(3 * 70);
+    // Decode has a v4 (prefill stops at v3): the v2 round runs it too.
+    GuardedBuffer<float> decoded(3 * 70), decoded_v4(3 * 70);
     decoded.poison(0xFF);
-    decoded_v3.poison(0xFF);
+    decoded_v4.poison(0xFF);
     cuda::indexer_logits_decode({64, IndexerFormat::fp8, ScoreStorage::bf16}, in.queries(), pk, zero.get(),
                                 decoded.get(), 70, v);
     if (v == Variant::v2)
       cuda::indexer_logits_decode({64, IndexerFormat::fp8, ScoreStorage::bf16}, in.queries(), pk, zero.get(),
-                                  decoded_v3.get(), 70, Variant::v3);
+                                  decoded_v4.get(), 70, Variant::v4);
     CUDA_CHECK(cudaDeviceSynchronize());
     for (float x : untouched.download()) CHECK(std::bit_cast<uint32_t>(x) == 0x5A5A5A5Au);
     for (float x : logits.download()) CHECK(x == -kInf);
     for (float x : decoded.download()) CHECK(x == -kInf);
     if (v == Variant::v2)
-      for (float x : decoded_v3.download()) CHECK(x == -kInf);
+      for (float x : decoded_v4.download()) CHECK(x == -kInf);
     CHECK(logits.damaged_guard_bytes() == 0);
     CHECK(decoded.damaged_guard_bytes() == 0);
-    CHECK(decoded_v3.damaged_guard_bytes() == 0);
+    CHECK(decoded_v4.damaged_guard_bytes() == 0);
   }
 }
 
@@ -891,11 +901,17 @@ TEST_CASE("bad arguments throw before anything is launched (indexer)") {
   CHECK_THROWS_AS(cuda::indexer_logits_decode({4, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), pk, r.get(),
                                               logits.get(), 4, Variant::v3),
                   std::invalid_argument);  // v3 needs 64 heads
+  CHECK_THROWS_AS(cuda::indexer_logits_decode({4, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), pk, r.get(),
+                                              logits.get(), 4, Variant::v4),
+                  std::invalid_argument);  // v4 needs 64 heads
   pk.page_keys = 30;
   pk.table_stride = 1;
   CHECK_THROWS_AS(cuda::indexer_logits_decode({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), pk, r.get(),
                                               logits.get(), 4, Variant::v3),
                   std::invalid_argument);  // pages of 30 keys are not 16-byte aligned
+  CHECK_THROWS_AS(cuda::indexer_logits_decode({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), pk, r.get(),
+                                              logits.get(), 4, Variant::v4),
+                  std::invalid_argument);
   pk.page_keys = 32;
   pk.pool_pages = 1;
   pk.table_stride = 1;
@@ -908,7 +924,8 @@ TEST_CASE("bad arguments throw before anything is launched (indexer)") {
                   std::invalid_argument);
 }
 
-TEST_CASE("sanitizer sweep: one small call of every indexer kernel and version (prefill and decode v3 included)") {
+TEST_CASE(
+    "sanitizer sweep: one small call of every indexer kernel and version (prefill v3, decode v3 and v4 included)") {
   // Small on purpose: compute-sanitizer (memcheck, racecheck, initcheck) runs this case.
   const auto c = Case::select(CaseId("indexer_sanitizer_sweep"));
   if (!c) return;
@@ -939,8 +956,9 @@ TEST_CASE("sanitizer sweep: one small call of every indexer kernel and version (
         const int page_keys = layout == cuda::IndexerCacheLayout::deepgemm ? 64 : 32;
         const PagedCall call({0, 5, 70}, layout, f, page_keys, 72, gen);
         for (float x : call.run(ScoreStorage::fp32, v)) CHECK(!std::isnan(x));
-        if (v == Variant::v2)  // decode has a v3 (the other entries stop at v2)
-          for (float x : call.run(ScoreStorage::fp32, Variant::v3)) CHECK(!std::isnan(x));
+        if (v == Variant::v2)  // decode has a v3 and a v4 (the other entries stop at v2)
+          for (Variant later : {Variant::v3, Variant::v4})
+            for (float x : call.run(ScoreStorage::fp32, later)) CHECK(!std::isnan(x));
       }
       CUDA_CHECK(cudaDeviceSynchronize());
       for (float x : logits.download()) CHECK(!std::isnan(x));

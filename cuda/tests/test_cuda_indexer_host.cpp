@@ -2,9 +2,9 @@
 // the v1 arithmetic (indexer_math.cuh, compiled here for the CPU) bit for bit against the oracle's
 // indexer_q and indexer_scores; the cache offsets against verify/layouts; the e2m1 -> e4m3 unpacking
 // on every code; the v2 epilogue's lane exchange simulated over a warp; the v3 decode's page walk
-// (32-bit page split, slot offsets, each thread's share of a tile); the v3 prefill's work units
-// (prefill_schedule.h); the top-k order keys; the v3 top-k's index arithmetic (slices, warp
-// segments, digits, select bins, the sort network).
+// (32-bit page split, slot offsets, each thread's share of a tile) and each lane's share of the v4
+// decode's producer warp; the v3 prefill's work units (prefill_schedule.h); the top-k order keys;
+// the v3 top-k's index arithmetic (slices, warp segments, digits, select bins, the sort network).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -279,6 +279,44 @@ TEST_CASE("decode v3 page walk: a tile's copies cover every code byte and scale 
             bad_lookup += src < 0 || src >= 32 || pw::kWarpKeys * (t / 32) + pw::lookup_key(src) != u.row;
             cover(u, 4);
           }
+        }
+      }
+      CHECK(bad_lookup == 0);
+      CHECK(std::all_of(code_bytes.begin(), code_bytes.end(), [](int c) { return c == 1; }));
+      CHECK(std::all_of(scale_words.begin(), scale_words.end(), [](int c) { return c == 1; }));
+    }
+}
+
+TEST_CASE("decode v4 page walk: the producer warp's copies cover every code byte and scale word of a tile once") {
+  namespace pw = cuda::page_walk;
+  constexpr int kKeys = pw::kTileKeys;
+  for (IndexerFormat f : {IndexerFormat::fp8, IndexerFormat::fp4})
+    for (cuda::IndexerCacheLayout layout :
+         {cuda::IndexerCacheLayout::deepgemm, cuda::IndexerCacheLayout::interleaved}) {
+      const int cb = cuda::code_bytes(f);
+      CAPTURE(cb);
+      std::vector<int> code_bytes(static_cast<size_t>(kKeys * cb), 0), scale_words(kKeys, 0);
+      int64_t bad_lookup = 0;
+      for (int lane = 0; lane < pw::kProducerLanes; ++lane) {
+        if (layout == cuda::IndexerCacheLayout::deepgemm) {
+          for (int j = 0; j < pw::kLaneLookups; ++j) {
+            const int looked_up = pw::producer_deepgemm_unit(lane, j, 0).row;  // the kernel's lookup j
+            for (int m = 0; m < cb / 32; ++m) {
+              const pw::CopyUnit u = pw::producer_deepgemm_unit(lane, j, m);
+              bad_lookup += u.row != looked_up;
+              for (int b = 0; b < 16; ++b) ++code_bytes[static_cast<size_t>(u.row * cb + u.byte + b)];
+            }
+            if (lane % 2 == 0) ++scale_words[static_cast<size_t>(looked_up)];
+          }
+        } else {
+          const int words = cb / 4;
+          for (int p = 0; p < kKeys * words / 32; ++p) {
+            const pw::CopyUnit u = pw::producer_interleaved_unit(words, lane, p);
+            // The shuffle's source lane u.row % 32 looked this key up as its lookup producer_lookup(words, p).
+            bad_lookup += 32 * pw::producer_lookup(words, p) + u.row % 32 != u.row;
+            for (int b = 0; b < 4; ++b) ++code_bytes[static_cast<size_t>(u.row * cb + u.byte + b)];
+          }
+          for (int i = 0; i < 2; ++i) ++scale_words[static_cast<size_t>(32 * i + lane)];
         }
       }
       CHECK(bad_lookup == 0);
