@@ -6,7 +6,8 @@
 //   Logits/decode   batch 128 x 65536 keys of a paged cache, one query each, v2, v3, v4 on the same
 //                   inputs: bytes = the cache's bytes (code bytes + 4-byte scale word a key) + the fp32
 //                   logits written, reported as bytes_per_second (effective bandwidth);
-//   TopK            262144 candidates x batch 1 and 16384 x batch 128, k 512 (and 1024; and relu'd scores);
+//   TopK            262144 candidates x batch 1 and 16384 x batch 128, k 512 (and 1024; relu'd scores; x20:
+//                   20 back-to-back calls a timed iteration, the time a call);
 //   QPath           4096 tokens x 64 heads;
 //   CopyD2D         the memory ceiling.
 // The PyTorch alternatives (bf16 einsum, torch.topk) run in bench/torch_indexer_bench.py in the same
@@ -194,7 +195,9 @@ __global__ void relu_inplace(float* p, int64_t n) {
     p[i] = p[i] > 0.0f ? p[i] : 0.0f;
 }
 
-void BM_TopK(benchmark::State& state, Variant v, int rows, int64_t n, int k, bool relu) {
+// calls: back-to-back calls a timed iteration, the time reported a call (1: the single-call event
+// timing, which includes the launch; 20: the launches overlap the previous kernels).
+void BM_TopK(benchmark::State& state, Variant v, int rows, int64_t n, int k, bool relu, int calls = 1) {
   const DeviceBuffer<float> scores = random_floats(rows * n, -1.0f, 1.0f, 7);
   if (relu) {
     relu_inplace<<<1024, 256>>>(scores.get(), rows * n);
@@ -202,7 +205,18 @@ void BM_TopK(benchmark::State& state, Variant v, int rows, int64_t n, int k, boo
   }
   const DeviceBuffer<int32_t> lens(std::vector<int32_t>(static_cast<size_t>(rows), static_cast<int32_t>(n)));
   DeviceBuffer<int32_t> out(static_cast<size_t>(rows) * k);
-  time_it(state, [&] { topk(rows, scores.get(), n, lens.get(), n, k, 0, out.get(), v); });
+  if (calls == 1) {
+    time_it(state, [&] { topk(rows, scores.get(), n, lens.get(), n, k, 0, out.get(), v); });
+  } else {
+    topk(rows, scores.get(), n, lens.get(), n, k, 0, out.get(), v);  // warm-up
+    CUDA_CHECK(cudaDeviceSynchronize());
+    EventTimer t;
+    for (auto _ : state) {
+      t.start();
+      for (int i = 0; i < calls; ++i) topk(rows, scores.get(), n, lens.get(), n, k, 0, out.get(), v);
+      state.SetIterationTime(t.stop_seconds() / calls);
+    }
+  }
   state.counters["candidates"] = static_cast<double>(rows) * n;
 }
 
@@ -271,7 +285,8 @@ void register_all() {
         BM_LogitsDecode(s, IndexerFormat::fp8, ScoreStorage::fp32, IndexerCacheLayout::deepgemm, Variant::v1, 8, 4096);
       },
       2);
-  for (Variant v : {Variant::v1, Variant::v2, Variant::v3})
+  // Top-k: v4 beside v3 (the version it replaces), v1, v2 and (bench/torch_indexer_bench.py) torch.topk.
+  for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4})
     for (int k : {512, 1024}) {
       reg(
           std::string("TopK/") + variant_name(v) + "/b1/n262144/k" + std::to_string(k),
@@ -280,7 +295,16 @@ void register_all() {
           std::string("TopK/") + variant_name(v) + "/b128/n16384/k" + std::to_string(k),
           [=](benchmark::State& s) { BM_TopK(s, v, 128, 16384, k, false); }, 50);
     }
-  for (Variant v : {Variant::v2, Variant::v3}) {
+  // 20 back-to-back calls a timed iteration: the kernel without most of the launch.
+  for (Variant v : {Variant::v3, Variant::v4}) {
+    reg(
+        std::string("TopK/") + variant_name(v) + "/b1/n262144/k512/x20",
+        [=](benchmark::State& s) { BM_TopK(s, v, 1, 262144, 512, false, 20); }, 20);
+    reg(
+        std::string("TopK/") + variant_name(v) + "/b128/n16384/k512/x20",
+        [=](benchmark::State& s) { BM_TopK(s, v, 128, 16384, 512, false, 20); }, 20);
+  }
+  for (Variant v : {Variant::v2, Variant::v3, Variant::v4}) {
     reg(
         std::string("TopK/") + variant_name(v) + "/b1/n262144/k512/relu",
         [=](benchmark::State& s) { BM_TopK(s, v, 1, 262144, 512, true); }, 50);

@@ -17,7 +17,11 @@
 //   v3  a cluster of up to 16 CTAs per row (one per 16384 candidates), 3 radix passes of 11/11/10
 //       bits whose counts each CTA's share owner merges through distributed shared memory, the ties
 //       shared out by rank from the last histograms, a register bitonic sort (topk_v3.cu; measured
-//       in docs/cuda-indexer.md).
+//       in docs/cuda-indexer.md);
+//   v4  v3's cluster and selection with fewer dependent steps: pass 0 counted as the scores load,
+//       one remote round trip a share reduction, one block barrier a digit search, the picks taken
+//       from the keys collected at pass 1, up to 512 picks placed by rank from 16 sorted runs
+//       (topk_v4.cu).
 #include <cuda_runtime.h>
 
 #include <cstdint>

@@ -1,0 +1,474 @@
+// v4 of the top-k (topk_api.h): v3's cluster, slices and selection (topk_v3.cu: 3 radix passes of
+// 11, 11 and 10 bits, the ties at the k-th key shared out by rank from the last histograms) with
+// fewer dependent steps in each phase (docs/cuda-indexer.md, "Top-k v4"):
+//  - a resident slice counts pass 0 from registers as its 16-byte loads land (no sweep for it);
+//  - the share reduction is one remote round trip: every thread loads 2-3 of the share's bins x C
+//    remote counts at once, shared atomics sum them into the owner's merged counts, and every
+//    thread stores some of the sums into the other CTAs';
+//  - the digit search has one block barrier: each warp publishes the total of its bins, then every
+//    warp finds the warp holding the k-th key and the digit inside its bins (the same answer in
+//    every warp, so no broadcast);
+//  - the collection at pass 1 keeps every key at or above pass 0's digit, so a CTA that takes all of
+//    its ties or none picks from that list instead of its slice;
+//  - up to 512 picks are sorted as 16 runs of 32 (one warp each, in registers) and written at their
+//    ranks (a pick's rank: how many picks of every run beat it, by binary search); more picks go
+//    through v3's network.
+// Selection rule and output: v1's.
+#include <cooperative_groups.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/launch_checks.h"
+#include "cuda/topk/topk_api.h"
+#include "cuda/topk/topk_cluster.cuh"
+#include "cuda/topk/topk_keys.cuh"
+#include "cuda/topk/topk_launch.h"
+#include "cuda/topk/topk_v3_plan.h"
+
+namespace cg = cooperative_groups;
+
+namespace dsv4::cuda {
+namespace {
+
+using namespace topk_v3_plan;
+using namespace topk_cluster;
+
+// Counts the 128 keys of a warp's chunk (lane l holds r, keys 4l .. 4l+3): one atomic where the
+// whole chunk holds one key (ReLU's plateaus), else one a counted key. Every lane calls it.
+__device__ inline void count_chunk(unsigned hist_base, const PassDigit& d, const Keys4& r, int lane) {
+  const uint32_t first = __shfl_sync(kFull, r.k[0], 0);
+  if (__all_sync(kFull, r.k[0] == first && r.k[1] == first && r.k[2] == first && r.k[3] == first)) {
+    if (lane == 0) count_key(hist_base, d, first, kChunk);
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) count_key(hist_base, d, r.k[j], 1u);
+}
+
+// Inclusive prefix sum over the lanes of a warp.
+__device__ inline int warp_inclusive_sum(int v, int lane) {
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const int y = __shfl_up_sync(kFull, v, off);
+    if (lane >= off) v += y;
+  }
+  return v;
+}
+
+// The digit of a pass: the bin of `counts` (bins bins, counted from the top) holding the need-th
+// largest counted key, and how many counted keys lie in the bins above it. Thread t owns bins
+// high_bin(bins, t) and the one below (none where that is <= 0). One block barrier: each warp
+// writes its bins' total into scratch (32 ints); then every warp reads the 32 totals, finds the
+// warp holding the need-th key, scans that warp's bins and finds the digit, each warp the same
+// answer. total: the counted keys of the pass. scratch must not be read or written by the block
+// between the previous call's return and this call's barrier. Every thread calls it.
+struct DigitFound {
+  int digit, above, total;
+};
+__device__ inline DigitFound find_digit(const unsigned* counts, int bins, int need, int* scratch) {
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  const int top = high_bin(bins, t);
+  const int mine = top > 0 ? static_cast<int>(counts[top] + counts[top - 1]) : 0;
+  const int through_me = warp_inclusive_sum(mine, lane);
+  if (lane == 31) scratch[warp] = through_me;
+  __syncthreads();
+  // Lane w: the keys in warp w's bins and in every warp's before it (bins above).
+  const int through_warp = warp_inclusive_sum(scratch[lane], lane);
+  const int total = __shfl_sync(kFull, through_warp, 31);
+  if (need > total) return {0, 0, total};  // pass 0 with at most k counted keys: no digit needed
+  const int holder = __ffs(__ballot_sync(kFull, through_warp >= need)) - 1;
+  const int before_holder = __shfl_sync(kFull, through_warp - scratch[lane], holder);
+  // Lane l: thread (holder, l)'s two bins.
+  const int h_top = high_bin(bins, 32 * holder + lane);
+  const int hi = h_top > 0 ? static_cast<int>(counts[h_top]) : 0;
+  const int lo = h_top > 0 ? static_cast<int>(counts[h_top - 1]) : 0;
+  const int above_lane = before_holder + warp_inclusive_sum(hi + lo, lane) - (hi + lo);
+  const bool here = above_lane < need && need <= above_lane + hi + lo;
+  const int at = __ffs(__ballot_sync(kFull, here)) - 1;
+  const bool in_hi = need <= above_lane + hi;
+  const int digit = in_hi ? h_top : h_top - 1, above = in_hi ? above_lane : above_lane + hi;
+  return {__shfl_sync(kFull, digit, at), __shfl_sync(kFull, above, at), total};
+}
+
+// Up to 512 distinct nonzero composites at list[0 .. n) (room for 512) sorted descending, thread t's
+// place written to out: warps 0..15 sort runs of 32 in registers, then the pick at list position e
+// (two threads a pick: t = 2e, 2e + 1, each searching every other run) lands at its rank, the
+// number of picks that beat it. Every thread calls it. Returns nothing; writes out[0 .. n).
+__device__ inline void sort_by_runs(uint64_t* list, int n, int32_t* out, int32_t offset) {
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  constexpr int kRuns = 16;
+  uint64_t v = t < n ? list[t] : 0;
+  if (warp < kRuns) {
+#pragma unroll
+    for (int span = 2; span <= 32; span <<= 1)
+#pragma unroll
+      for (int stride = span / 2; stride > 0; stride >>= 1)
+        v = exchanged(v, __shfl_xor_sync(kFull, v, stride), bitonic_keeps_max(lane, stride, span));
+  }
+  __syncthreads();  // every read of the unsorted list done
+  if (warp < kRuns) list[t] = v;
+  __syncthreads();
+  // The picks that beat list[e] in run r, searched from the front of the run (descending; 0s last):
+  // the first `count` entries beat it.
+  const int e = t / 2, half = t % 2;
+  const uint64_t mine = list[e];
+  int count[kRuns / 2];
+#pragma unroll
+  for (int i = 0; i < kRuns / 2; ++i) count[i] = 0;
+#pragma unroll
+  for (int step = 16; step > 0; step >>= 1)
+#pragma unroll
+    for (int i = 0; i < kRuns / 2; ++i) count[i] += list[32 * (2 * i + half) + count[i] + step - 1] > mine ? step : 0;
+  int beaten_by = 0;
+#pragma unroll
+  for (int i = 0; i < kRuns / 2; ++i) beaten_by += count[i] + (list[32 * (2 * i + half) + count[i]] > mine ? 1 : 0);
+  beaten_by += __shfl_xor_sync(kFull, beaten_by, 1);
+  if (half == 0 && e < n) out[beaten_by] = static_cast<int32_t>(composite_index(mine)) + offset;
+}
+
+__global__ void __launch_bounds__(kThreads, 1) topk_v4_kernel(const TopkArgs a) {
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
+  cg::cluster_group cluster = cg::this_cluster();
+  const int c = static_cast<int>(cluster.num_blocks());
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  const unsigned below = (1u << lane) - 1;  // the lanes before this one
+  const int64_t len = a.lengths[blockIdx.x / c];
+  const Slice s = slice_of(len, c, rank);
+  // The slice's scores, and the row index of its first candidate (< 2^32: topk() checks the lengths).
+  const float* slice = a.scores + static_cast<int64_t>(blockIdx.x / c) * a.stride + s.lo;
+  const uint32_t slice_lo = static_cast<uint32_t>(s.lo);
+  const bool resident = slice_part(len, c) <= kResident;
+  // Pass 0's histogram, cleared before the load counts into it.
+  for (int b = t; b < digit_bins(0); b += kThreads) sm.hist[b] = 0;
+  if (t == 0) {
+    sm.n_picks = 0;
+    sm.n_candidates = 0;
+  }
+  __syncthreads();
+  if (resident) {
+    // 4 scores a thread and load, 4 loads in flight; 16-byte loads where the slice is aligned, one
+    // score at a time at its end (nothing past the row's length is read). A warp's 4 scores a lane
+    // of one load are a chunk (128 consecutive candidates): counted into pass 0 as they land.
+    const PassDigit pass0{0u, 0u, digit_shift(0), static_cast<uint32_t>(digit_bins(0) - 1)};
+    const unsigned hist_base = shared_address(sm.hist);
+    const bool aligned = (reinterpret_cast<uintptr_t>(slice) & 15u) == 0;
+    const int filled = static_cast<int>(s.hi - s.lo), padded = static_cast<int>(whole_chunks(filled));
+    for (int o0 = 4 * t; o0 < padded; o0 += 16 * kThreads) {  // warp-uniform: padded is whole chunks
+      float4 v[4];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int o = o0 + 4 * kThreads * m;
+        if (aligned && o + 4 <= filled) {
+          v[m] = *reinterpret_cast<const float4*>(slice + o);
+        } else {
+          v[m].x = o < filled ? slice[o] : -INFINITY;
+          v[m].y = o + 1 < filled ? slice[o + 1] : -INFINITY;
+          v[m].z = o + 2 < filled ? slice[o + 2] : -INFINITY;
+          v[m].w = o + 3 < filled ? slice[o + 3] : -INFINITY;
+        }
+      }
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int o = o0 + 4 * kThreads * m;
+        if (o < padded) {  // warp-uniform
+          const Keys4 r = {{order_key(v[m].x), order_key(v[m].y), order_key(v[m].z), order_key(v[m].w)}};
+          *reinterpret_cast<uint4*>(&sm.keys[o]) = make_uint4(r.k[0], r.k[1], r.k[2], r.k[3]);
+          count_chunk(hist_base, pass0, r, lane);
+        }
+      }
+    }
+  }
+  // This warp's segment as offsets into the slice: [w_lo, w_hi), whole chunks but the last.
+  const int w_lo = static_cast<int>(warp_begin(s, warp) - s.lo), w_hi = static_cast<int>(warp_end(s, warp) - s.lo);
+  const unsigned keys_base = shared_address(sm.keys) + 16u * static_cast<unsigned>(lane);
+  // The keys of this lane in the chunk at slice offset `o` (0 past the warp's segment).
+  auto keys_at = [&](int o) {
+    Keys4 r;
+    if (resident) {
+      const uint4 v = shared_load4(keys_base + 4u * static_cast<unsigned>(o));
+      r = {{v.x, v.y, v.z, v.w}};
+    } else {
+      const int i = o + 4 * lane;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) r.k[j] = i + j < w_hi ? order_key(slice[i + j]) : 0;
+    }
+    return r;
+  };
+  // Pass p's histogram of this CTA. One CTA a row alternates two buffers (its merged counts are
+  // unused), so that clearing pass p + 1's cannot race with a warp still searching pass p's digit
+  // (find_digit ends without a barrier); a cluster clears hist after pass p's two cluster barriers.
+  auto pass_hist = [&](int p) { return c == 1 && (p & 1) ? sm.merged : sm.hist; };
+
+  uint32_t prefix = 0, mask = 0;  // the digits of the k-th key found so far
+  int need = a.k;                 // keys with this prefix still to pick
+  bool take_all = false;          // at most k visible keys: every one is picked
+  int digit = 0;
+  // Not unrolled: the copies of the loop body would not fit the 64 registers of 1024 threads.
+#pragma unroll 1
+  for (int p = 0; p < kPasses; ++p) {
+    const int shift = digit_shift(p), bins = digit_bins(p);
+    const PassDigit pass{prefix, mask, shift, static_cast<uint32_t>(bins - 1)};
+    unsigned* hist = pass_hist(p);
+    const unsigned hist_base = shared_address(hist);
+    if (p > 0) {
+      for (int b = t; b < bins; b += kThreads) hist[b] = 0;
+      __syncthreads();
+    }
+    if (!resident) {
+      for (int o = w_lo; o < w_hi; o += kChunk) count_chunk(hist_base, pass, keys_at(o), lane);
+    } else if (p > 0) {
+      // A resident slice: passes 1 and 2 count only the collected keys, those whose pass-0 digit is
+      // at or above the k-th key's (their offsets, a warp's with one atomic a chunk, at the start
+      // of pass 1). Those above it are picked without being counted again.
+      if (p == 1) {
+        for (int o = w_lo; o < w_hi; o += kChunk) {
+          const Keys4 r = keys_at(o);
+          int before = 0, in_chunk = 0;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const unsigned lanes = __ballot_sync(kFull, r.k[j] != 0 && r.k[j] >= prefix);
+            before += __popc(lanes & below);
+            in_chunk += __popc(lanes);
+          }
+          if (in_chunk == 0) continue;
+          int slot = 0;
+          if (lane == 0) slot = atomicAdd(&sm.n_candidates, in_chunk);
+          slot = __shfl_sync(kFull, slot, 0) + before;
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            if (r.k[j] != 0 && r.k[j] >= prefix) sm.candidates[slot++] = static_cast<uint16_t>(o + 4 * lane + j);
+        }
+        __syncthreads();
+      }
+      const int n_candidates = sm.n_candidates;
+      for (int q0 = 32 * warp; q0 < n_candidates; q0 += kThreads) {
+        const int q = q0 + lane;
+        const uint32_t key = q < n_candidates ? sm.keys[sm.candidates[q]] : 0u;
+        const uint32_t first = __shfl_sync(kFull, key, 0);
+        if (__all_sync(kFull, key == first)) {  // one key over the 32 (a plateau)
+          if (lane == 0) count_key(hist_base, pass, first, 32u);
+        } else {
+          count_key(hist_base, pass, key, 1u);
+        }
+      }
+    }
+    // One CTA a row: its counts are the row's. Else this CTA's share of the bins, [share_lo,
+    // share_lo + share_bins), summed over the c CTAs into its own merged counts and stored into
+    // every other CTA's: the share cleared before the first cluster barrier (this CTA's warps read
+    // merged last in pass p - 1's digit search, before this pass's first block barrier; the other
+    // CTAs write only other shares of it, after that cluster barrier); the c x share_bins remote
+    // counts loaded at once (q = source x share_bins + bin: 2-3 a thread), added by shared atomics;
+    // a block barrier; the sums stored (q = destination x share_bins + bin); the second cluster
+    // barrier completes every CTA's merged counts. The histograms were cleared before this pass's
+    // counting and are read by others only between the two cluster barriers.
+    const unsigned* counts = hist;
+    if (c == 1) {
+      __syncthreads();
+    } else {
+      const int per_cta = (bins + c - 1) / c;
+      const int share_lo = min(bins, rank * per_cta), share_bins = min(bins, share_lo + per_cta) - share_lo;
+      const int transfers = share_bins * c;  // <= 2048 + 15 * 16 (bins <= 2048, c <= 16): 3 a thread
+      for (int b = t; b < share_bins; b += kThreads) sm.merged[share_lo + b] = 0;
+      cluster.sync();
+      const unsigned merged_base = shared_address(sm.merged);
+      int other[3], bin[3];
+      unsigned part[3];
+#pragma unroll
+      for (int e = 0; e < 3; ++e) {
+        const int q = t + kThreads * e;
+        other[e] = q < transfers ? q / share_bins : 0;
+        bin[e] = share_lo + (q < transfers ? q - other[e] * share_bins : 0);
+        part[e] = q < transfers ? cluster.map_shared_rank(hist, other[e])[bin[e]] : 0u;
+      }
+#pragma unroll
+      for (int e = 0; e < 3; ++e)
+        if (part[e] != 0) shared_add(merged_base + 4u * static_cast<unsigned>(bin[e]), part[e]);
+      __syncthreads();
+#pragma unroll
+      for (int e = 0; e < 3; ++e)
+        if (t + kThreads * e < transfers && other[e] != rank)
+          cluster.map_shared_rank(sm.merged, other[e])[bin[e]] = sm.merged[bin[e]];
+      cluster.sync();  // every CTA's merged counts complete
+      counts = sm.merged;
+    }
+    const DigitFound found = find_digit(counts, bins, need, sm.scratch);
+    if (p == 0 && found.total <= a.k) {  // the same in every thread of the cluster
+      take_all = true;
+      break;
+    }
+    digit = found.digit;
+    need -= found.above;
+    prefix |= static_cast<uint32_t>(digit) << shift;
+    mask |= static_cast<uint32_t>(bins - 1) << shift;
+  }
+  // Unless take_all: prefix is the k-th key K (visible, so not 0); pick every key > K and the `need`
+  // lowest-indexed keys == K. This CTA's keys == K: bin `digit` of its last histogram; the lower
+  // ranks' ones come first (lane r of every warp reads rank r's). Nobody writes a histogram after
+  // the last pass.
+  int tie_take = 0, tie_mine = 0;
+  if (!take_all) {
+    unsigned* last = pass_hist(kPasses - 1);
+    const unsigned theirs = lane < rank ? cluster.map_shared_rank(last, lane)[digit] : 0u;
+    const int before = static_cast<int>(__reduce_add_sync(kFull, theirs));
+    tie_mine = static_cast<int>(last[digit]);
+    tie_take = need - before < 0 ? 0 : (need - before > tie_mine ? tie_mine : need - before);
+  }
+  const bool ties_partial = tie_take > 0 && tie_take < tie_mine;  // uniform in the CTA
+  int* count0 = cluster.map_shared_rank(&sm.n_picks, 0);
+  uint64_t* picks0 = cluster.map_shared_rank(sm.picks, 0);
+  // Reserves CTA 0's slots for a warp's picks (pick: this lane's) and returns this lane's.
+  auto reserve = [&](int picks_before, int picks_in_warp) {
+    int slot = 0;
+    if (lane == 0) slot = atomicAdd(count0, picks_in_warp);
+    return __shfl_sync(kFull, slot, 0) + picks_before;
+  };
+  if (resident && !take_all && !ties_partial) {
+    // Every key > K and, where this CTA takes its ties, every key == K: all in the collected list.
+    const bool ties_taken = tie_take == tie_mine;
+    const int n_candidates = sm.n_candidates;
+    for (int q0 = 32 * warp; q0 < n_candidates; q0 += kThreads) {
+      const int q = q0 + lane;
+      const int o = q < n_candidates ? sm.candidates[q] : 0;
+      const uint32_t key = q < n_candidates ? sm.keys[o] : 0u;
+      const bool pick = key > prefix || (ties_taken && key == prefix);
+      const unsigned picked = __ballot_sync(kFull, pick);
+      if (picked == 0) continue;
+      const int slot = reserve(__popc(picked & below), __popc(picked));
+      if (pick) picks0[slot] = composite(key, slice_lo + static_cast<uint32_t>(o));
+    }
+  } else {
+    // The slice in index order (ranks, warps, chunks and lanes hold increasing indices): the ties
+    // of a partial share are taken by their rank among this CTA's.
+    int tie_rank = 0;  // keys == K before this lane's chunk in this CTA (partial only)
+    if (ties_partial) {
+      unsigned mine = 0;
+      for (int o = w_lo; o < w_hi; o += kChunk) {
+        const Keys4 r = keys_at(o);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) mine += r.k[j] == prefix;
+      }
+      mine = __reduce_add_sync(kFull, mine);
+      if (lane == 0) sm.warp_ties[warp] = static_cast<int>(mine);
+      __syncthreads();
+      for (int w = 0; w < warp; ++w) tie_rank += sm.warp_ties[w];
+    }
+    const uint32_t least = take_all ? 1u : prefix;  // a chunk without a key >= least holds no pick and no tie
+    for (int o = w_lo; o < w_hi; o += kChunk) {
+      const Keys4 r = keys_at(o);
+      if (!__any_sync(kFull, r.k[0] >= least || r.k[1] >= least || r.k[2] >= least || r.k[3] >= least)) continue;
+      bool pick[4];
+      if (!ties_partial) {
+        const bool ties_taken = !take_all && tie_take == tie_mine;
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          pick[j] = take_all ? r.k[j] != 0 : r.k[j] > prefix || (ties_taken && r.k[j] == prefix);
+      } else {
+        int ties_before = 0, ties_in_chunk = 0;  // keys == K in the chunk before this lane's, and in all
+        unsigned ties[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          pick[j] = r.k[j] > prefix;
+          ties[j] = __ballot_sync(kFull, r.k[j] == prefix);
+          ties_before += __popc(ties[j] & below);
+          ties_in_chunk += __popc(ties[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if ((ties[j] >> lane) & 1u) {
+            pick[j] = tie_rank + ties_before < tie_take;
+            ++ties_before;  // this lane's later keys come after this one
+          }
+        tie_rank += ties_in_chunk;
+      }
+      int picks_before = 0, picks_in_chunk = 0;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const unsigned picked = __ballot_sync(kFull, pick[j]);
+        picks_before += __popc(picked & below);
+        picks_in_chunk += __popc(picked);
+      }
+      if (picks_in_chunk == 0) continue;
+      int slot = reserve(picks_before, picks_in_chunk);
+      const uint32_t i = slice_lo + static_cast<uint32_t>(o + 4 * lane);
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (pick[j]) picks0[slot++] = composite(r.k[j], i + j);
+    }
+  }
+  cluster.sync();  // every pick is in CTA 0's list; no CTA touches another's memory after this
+  if (rank != 0) return;
+  const int n = sm.n_picks;
+  int32_t* out = a.out + static_cast<int64_t>(blockIdx.x / c) * a.k;
+  for (int col = n + t; col < a.k; col += kThreads) out[col] = -1;
+  if (n <= 512) {
+    sort_by_runs(sm.picks, n, out, a.offset);
+    return;
+  }
+  uint64_t sorted[2];
+  sort_descending(sm.picks, n, sorted);
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int col = t + kThreads * e;
+    if (col < n) out[col] = static_cast<int32_t>(composite_index(sorted[e])) + a.offset;
+  }
+}
+
+// Once per device: the shared-memory size and the largest cluster the GPU schedules (16 needs the
+// non-portable attribute and a GPC with 16 free SMs; else the portable 8).
+int max_cluster_for_device() {
+  static std::atomic<int> cached[64] = {};
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  if (device < 64 && cached[device].load() != 0) return cached[device].load();
+  const int smem = static_cast<int>(sizeof(Smem));
+  CUDA_CHECK(cudaFuncSetAttribute(topk_v4_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  int best = 8;
+  if (cudaFuncSetAttribute(topk_v4_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(16);
+    config.blockDim = dim3(kThreads);
+    config.dynamicSmemBytes = static_cast<size_t>(smem);
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeClusterDimension;
+    attribute[0].val.clusterDim.x = 16;
+    attribute[0].val.clusterDim.y = 1;
+    attribute[0].val.clusterDim.z = 1;
+    config.attrs = attribute;
+    config.numAttrs = 1;
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, topk_v4_kernel, &config) == cudaSuccess && clusters >= 1) best = 16;
+  }
+  (void)cudaGetLastError();  // a refused query is an answer (8), not an error of a later call
+  if (device < 64) cached[device].store(best);
+  return best;
+}
+
+}  // namespace
+
+namespace detail {
+
+void topk_v4(const TopkArgs& a, cudaStream_t stream) {
+  const int c = cluster_size(a.max_length, max_cluster_for_device());
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(grid_blocks(a.rows * c, 1, "topk v4"));
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = sizeof(Smem);
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = static_cast<unsigned>(c);
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  CUDA_CHECK(cudaLaunchKernelEx(&config, topk_v4_kernel, a));
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace detail
+}  // namespace dsv4::cuda
