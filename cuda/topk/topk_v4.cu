@@ -8,8 +8,9 @@
 //  - the digit search has one block barrier: each warp publishes the total of its bins, then every
 //    warp finds the warp holding the k-th key and the digit inside its bins (the same answer in
 //    every warp, so no broadcast);
-//  - the collection at pass 1 keeps every key at or above pass 0's digit, so a CTA that takes all of
-//    its ties or none picks from that list instead of its slice;
+//  - the collection at pass 1 keeps every key at or above pass 0's digit, in index order (each warp
+//    placed after the lower ones by one block barrier, no atomic a chunk), and counts pass 1 as it
+//    goes; a CTA that takes all of its ties or none picks from that list instead of its slice;
 //  - up to 512 picks are sorted as 16 runs of 32 (one warp each, in registers) and written at their
 //    ranks (a pick's rank: how many picks of every run beat it, by binary search); more picks go
 //    through v3's network.
@@ -145,10 +146,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v4_kernel(const TopkArgs a) 
   const bool resident = slice_part(len, c) <= kResident;
   // Pass 0's histogram, cleared before the load counts into it.
   for (int b = t; b < digit_bins(0); b += kThreads) sm.hist[b] = 0;
-  if (t == 0) {
-    sm.n_picks = 0;
-    sm.n_candidates = 0;
-  }
+  if (t == 0) sm.n_picks = 0;
   __syncthreads();
   if (resident) {
     // 4 scores a thread and load, 4 loads in flight; 16-byte loads where the slice is aligned, one
@@ -208,6 +206,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v4_kernel(const TopkArgs a) 
   int need = a.k;                 // keys with this prefix still to pick
   bool take_all = false;          // at most k visible keys: every one is picked
   int digit = 0;
+  int n_collected = 0;  // a resident slice's collected keys (from pass 1 on)
   // Not unrolled: the copies of the loop body would not fit the 64 registers of 1024 threads.
 #pragma unroll 1
   for (int p = 0; p < kPasses; ++p) {
@@ -223,9 +222,25 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v4_kernel(const TopkArgs a) 
       for (int o = w_lo; o < w_hi; o += kChunk) count_chunk(hist_base, pass, keys_at(o), lane);
     } else if (p > 0) {
       // A resident slice: passes 1 and 2 count only the collected keys, those whose pass-0 digit is
-      // at or above the k-th key's (their offsets, a warp's with one atomic a chunk, at the start
-      // of pass 1). Those above it are picked without being counted again.
+      // at or above the k-th key's (those above it are picked later without being counted again).
+      // At pass 1 the slice is walked twice: each warp counts what it collects, a block barrier,
+      // then each warp writes its offsets from its place after the lower warps' (the list in index
+      // order: warps, chunks, lanes, keys) and counts pass 1 as it goes. Pass 2 counts the list.
       if (p == 1) {
+        int in_warp = 0;
+        for (int o = w_lo; o < w_hi; o += kChunk) {
+          const Keys4 r = keys_at(o);
+          int mine = 0;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) mine += r.k[j] != 0 && r.k[j] >= prefix;
+          in_warp += static_cast<int>(__reduce_add_sync(kFull, static_cast<unsigned>(mine)));
+        }
+        // scratch: last read in pass 0's digit search, before this pass's first block barrier.
+        if (lane == 0) sm.scratch[warp] = in_warp;
+        __syncthreads();
+        const int through_warp = warp_inclusive_sum(sm.scratch[lane], lane);
+        n_collected = __shfl_sync(kFull, through_warp, 31);
+        int slot = __shfl_sync(kFull, through_warp, warp) - in_warp;
         for (int o = w_lo; o < w_hi; o += kChunk) {
           const Keys4 r = keys_at(o);
           int before = 0, in_chunk = 0;
@@ -235,25 +250,23 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v4_kernel(const TopkArgs a) 
             before += __popc(lanes & below);
             in_chunk += __popc(lanes);
           }
-          if (in_chunk == 0) continue;
-          int slot = 0;
-          if (lane == 0) slot = atomicAdd(&sm.n_candidates, in_chunk);
-          slot = __shfl_sync(kFull, slot, 0) + before;
+          int mine = slot + before;
 #pragma unroll
           for (int j = 0; j < 4; ++j)
-            if (r.k[j] != 0 && r.k[j] >= prefix) sm.candidates[slot++] = static_cast<uint16_t>(o + 4 * lane + j);
+            if (r.k[j] != 0 && r.k[j] >= prefix) sm.candidates[mine++] = static_cast<uint16_t>(o + 4 * lane + j);
+          slot += in_chunk;
+          count_chunk(hist_base, pass, r, lane);
         }
-        __syncthreads();
-      }
-      const int n_candidates = sm.n_candidates;
-      for (int q0 = 32 * warp; q0 < n_candidates; q0 += kThreads) {
-        const int q = q0 + lane;
-        const uint32_t key = q < n_candidates ? sm.keys[sm.candidates[q]] : 0u;
-        const uint32_t first = __shfl_sync(kFull, key, 0);
-        if (__all_sync(kFull, key == first)) {  // one key over the 32 (a plateau)
-          if (lane == 0) count_key(hist_base, pass, first, 32u);
-        } else {
-          count_key(hist_base, pass, key, 1u);
+      } else {
+        for (int q0 = 32 * warp; q0 < n_collected; q0 += kThreads) {
+          const int q = q0 + lane;
+          const uint32_t key = q < n_collected ? sm.keys[sm.candidates[q]] : 0u;
+          const uint32_t first = __shfl_sync(kFull, key, 0);
+          if (__all_sync(kFull, key == first)) {  // one key over the 32 (a plateau)
+            if (lane == 0) count_key(hist_base, pass, first, 32u);
+          } else {
+            count_key(hist_base, pass, key, 1u);
+          }
         }
       }
     }
@@ -272,7 +285,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v4_kernel(const TopkArgs a) 
     } else {
       const int per_cta = (bins + c - 1) / c;
       const int share_lo = min(bins, rank * per_cta), share_bins = min(bins, share_lo + per_cta) - share_lo;
-      const int transfers = share_bins * c;  // <= 2048 + 15 * 16 (bins <= 2048, c <= 16): 3 a thread
+      const int transfers = share_bins * c;  // <= bins + c - 1 <= 2063: at most 3 a thread
       for (int b = t; b < share_bins; b += kThreads) sm.merged[share_lo + b] = 0;
       cluster.sync();
       const unsigned merged_base = shared_address(sm.merged);
@@ -330,11 +343,10 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v4_kernel(const TopkArgs a) 
   if (resident && !take_all && !ties_partial) {
     // Every key > K and, where this CTA takes its ties, every key == K: all in the collected list.
     const bool ties_taken = tie_take == tie_mine;
-    const int n_candidates = sm.n_candidates;
-    for (int q0 = 32 * warp; q0 < n_candidates; q0 += kThreads) {
+    for (int q0 = 32 * warp; q0 < n_collected; q0 += kThreads) {
       const int q = q0 + lane;
-      const int o = q < n_candidates ? sm.candidates[q] : 0;
-      const uint32_t key = q < n_candidates ? sm.keys[o] : 0u;
+      const int o = q < n_collected ? sm.candidates[q] : 0;
+      const uint32_t key = q < n_collected ? sm.keys[o] : 0u;
       const bool pick = key > prefix || (ties_taken && key == prefix);
       const unsigned picked = __ballot_sync(kFull, pick);
       if (picked == 0) continue;
