@@ -21,8 +21,8 @@ struct Smem {
   unsigned hist[kMaxBins];    // this CTA's counts (the current pass)
   unsigned merged[kMaxBins];  // the cluster's counts of every bin (the current pass)
   uint64_t picks[kMaxTopk];   // CTA 0's list
-  // Slice offsets of the keys passes 1 and 2 count, in any order (v3: those in pass 0's digit; v4:
-  // those at or above it).
+  // Slice offsets of the keys passes 1 and 2 count (v3: those in pass 0's digit, in any order; v4:
+  // those at or above it, in index order).
   uint16_t candidates[kResident];
   int scratch[33];
   int warp_ties[kWarps];
@@ -30,7 +30,7 @@ struct Smem {
 };
 
 // 32-bit shared-memory addresses, computed once (the generic ones cost a cluster-window computation
-// at every use under this kernel's 64 registers).
+// at every use under these kernels' 64 registers).
 __device__ inline unsigned shared_address(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
 __device__ inline void shared_add(unsigned address, unsigned v) {
   asm volatile("red.shared.add.u32 [%0], %1;\n" ::"r"(address), "r"(v) : "memory");
