@@ -2,9 +2,10 @@
 // 11, 11 and 10 bits, the ties at the k-th key shared out by rank from the last histograms) with
 // fewer dependent steps in each phase (docs/cuda-indexer.md, "Top-k v4"):
 //  - a resident slice counts pass 0 from registers as its 16-byte loads land (no sweep for it);
-//  - the share reduction is one remote round trip: every thread loads 2-3 of the share's bins x C
-//    remote counts at once, shared atomics sum them into the owner's merged counts, and every
-//    thread stores some of the sums into the other CTAs';
+//  - the share reduction is one remote round trip: a thread a bin of the CTA's share loads the C
+//    CTAs' counts of it at once (v3: 4 at a time) and stores the sum into every CTA's merged
+//    counts; no block barrier a pass besides the digit search's (the next pass's histogram is
+//    cleared before it, and its barrier orders the clear);
 //  - the digit search has one block barrier: each warp publishes the total of its bins, then every
 //    warp finds the warp holding the k-th key and the digit inside its bins (the same answer in
 //    every warp, so no broadcast);
@@ -214,10 +215,6 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v4_kernel(const TopkArgs a) 
     const PassDigit pass{prefix, mask, shift, static_cast<uint32_t>(bins - 1)};
     unsigned* hist = pass_hist(p);
     const unsigned hist_base = shared_address(hist);
-    if (p > 0) {
-      for (int b = t; b < bins; b += kThreads) hist[b] = 0;
-      __syncthreads();
-    }
     if (!resident) {
       for (int o = w_lo; o < w_hi; o += kChunk) count_chunk(hist_base, pass, keys_at(o), lane);
     } else if (p > 0) {
@@ -235,10 +232,10 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v4_kernel(const TopkArgs a) 
           for (int j = 0; j < 4; ++j) mine += r.k[j] != 0 && r.k[j] >= prefix;
           in_warp += static_cast<int>(__reduce_add_sync(kFull, static_cast<unsigned>(mine)));
         }
-        // scratch: last read in pass 0's digit search, before this pass's first block barrier.
-        if (lane == 0) sm.scratch[warp] = in_warp;
+        // warp_ties, not scratch: a warp may still be reading pass 0's digit search's scratch.
+        if (lane == 0) sm.warp_ties[warp] = in_warp;
         __syncthreads();
-        const int through_warp = warp_inclusive_sum(sm.scratch[lane], lane);
+        const int through_warp = warp_inclusive_sum(sm.warp_ties[lane], lane);
         n_collected = __shfl_sync(kFull, through_warp, 31);
         int slot = __shfl_sync(kFull, through_warp, warp) - in_warp;
         for (int o = w_lo; o < w_hi; o += kChunk) {
@@ -271,44 +268,37 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v4_kernel(const TopkArgs a) 
       }
     }
     // One CTA a row: its counts are the row's. Else this CTA's share of the bins, [share_lo,
-    // share_lo + share_bins), summed over the c CTAs into its own merged counts and stored into
-    // every other CTA's: the share cleared before the first cluster barrier (this CTA's warps read
-    // merged last in pass p - 1's digit search, before this pass's first block barrier; the other
-    // CTAs write only other shares of it, after that cluster barrier); the c x share_bins remote
-    // counts loaded at once (q = source x share_bins + bin: 2-3 a thread), added by shared atomics;
-    // a block barrier; the sums stored (q = destination x share_bins + bin); the second cluster
-    // barrier completes every CTA's merged counts. The histograms were cleared before this pass's
-    // counting and are read by others only between the two cluster barriers.
+    // share_lo + share_bins), after a cluster barrier: a thread a bin loads its c counts at once,
+    // adds them and stores the sum into every CTA's merged counts; the second cluster barrier
+    // completes them. Nobody reads merged then: this CTA's warps finished pass p - 1's digit search
+    // before the first cluster barrier, the other CTAs' before they arrived at it.
     const unsigned* counts = hist;
     if (c == 1) {
       __syncthreads();
     } else {
+      cluster.sync();
       const int per_cta = (bins + c - 1) / c;
       const int share_lo = min(bins, rank * per_cta), share_bins = min(bins, share_lo + per_cta) - share_lo;
-      const int transfers = share_bins * c;  // <= bins + c - 1 <= 2063: at most 3 a thread
-      for (int b = t; b < share_bins; b += kThreads) sm.merged[share_lo + b] = 0;
-      cluster.sync();
-      const unsigned merged_base = shared_address(sm.merged);
-      int other[3], bin[3];
-      unsigned part[3];
+      for (int b = share_lo + t; b < share_lo + share_bins; b += kThreads) {  // one round: share_bins <= 1024
+        unsigned part[kMaxCluster];
 #pragma unroll
-      for (int e = 0; e < 3; ++e) {
-        const int q = t + kThreads * e;
-        other[e] = q < transfers ? q / share_bins : 0;
-        bin[e] = share_lo + (q < transfers ? q - other[e] * share_bins : 0);
-        part[e] = q < transfers ? cluster.map_shared_rank(hist, other[e])[bin[e]] : 0u;
+        for (int r = 0; r < kMaxCluster; ++r) part[r] = r < c ? cluster.map_shared_rank(hist, r)[b] : 0u;
+        unsigned sum = 0;
+#pragma unroll
+        for (int r = 0; r < kMaxCluster; ++r) sum += part[r];
+          // Not unrolled: the 16 remote addresses of the stores would spill.
+#pragma unroll 1
+        for (int r = 0; r < c; ++r) cluster.map_shared_rank(sm.merged, r)[b] = sum;
       }
-#pragma unroll
-      for (int e = 0; e < 3; ++e)
-        if (part[e] != 0) shared_add(merged_base + 4u * static_cast<unsigned>(bin[e]), part[e]);
-      __syncthreads();
-#pragma unroll
-      for (int e = 0; e < 3; ++e)
-        if (t + kThreads * e < transfers && other[e] != rank)
-          cluster.map_shared_rank(sm.merged, other[e])[bin[e]] = sm.merged[bin[e]];
       cluster.sync();  // every CTA's merged counts complete
       counts = sm.merged;
     }
+    // Pass p + 1's histogram cleared now, and the clear ordered before its counts by find_digit's
+    // barrier: nobody reads it any more (a cluster's hist: the other CTAs, between this pass's two
+    // cluster barriers; one CTA's other buffer: pass p - 1's digit search, before this pass's
+    // barrier). The last pass's histogram stays: the ties are counted in it.
+    if (p + 1 < kPasses)
+      for (int b = t; b < digit_bins(p + 1); b += kThreads) pass_hist(p + 1)[b] = 0;
     const DigitFound found = find_digit(counts, bins, need, sm.scratch);
     if (p == 0 && found.total <= a.k) {  // the same in every thread of the cluster
       take_all = true;
