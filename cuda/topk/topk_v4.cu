@@ -198,9 +198,9 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v4_kernel(const TopkArgs a) 
     }
     return r;
   };
-  // Pass p's histogram of this CTA. One CTA a row alternates two buffers (its merged counts are
-  // unused), so that clearing pass p + 1's cannot race with a warp still searching pass p's digit
-  // (find_digit ends without a barrier); a cluster clears hist after pass p's two cluster barriers.
+  // Pass p's histogram of this CTA. One CTA a row searches its digit in it, so it alternates two
+  // buffers (its merged counts are unused): pass p + 1's is cleared while pass p's is searched. A
+  // cluster searches merged, and clears hist after pass p's two cluster barriers.
   auto pass_hist = [&](int p) { return c == 1 && (p & 1) ? sm.merged : sm.hist; };
 
   uint32_t prefix = 0, mask = 0;  // the digits of the k-th key found so far
