@@ -21,6 +21,7 @@
 #include "cuda/indexer/cache_layout.cuh"
 #include "cuda/indexer/host_vectors.h"
 #include "cuda/indexer/indexer_math.cuh"
+#include "cuda/indexer/key_major_tile.h"
 #include "cuda/indexer/oracle_mirror.h"
 #include "cuda/indexer/page_walk.h"
 #include "cuda/indexer/prefill_schedule.h"
@@ -422,6 +423,86 @@ void simulate_exchange() {
 TEST_CASE("v2 epilogue: the lane exchange leaves each column's 16-row sum with exactly one lane") {
   simulate_exchange<128>();
   simulate_exchange<64>();
+}
+
+namespace {
+
+// An addition tree as text with the two operands of every '+' in sorted order: fp32 addition is
+// commutative bit for bit, so two trees give the same bits on every input when these texts agree.
+std::string plus(const std::string& a, const std::string& b) {
+  return a < b ? "(" + a + "+" + b + ")" : "(" + b + "+" + a + ")";
+}
+// v2's p_r of a key: the fma of heads h + 8 (multiplied) and h (its product the addend).
+std::string pair_term(int h) { return "p" + std::to_string(h); }
+
+// v2's head sum of one key (logits_tile.cuh head_sum): per warp W the rows r and r + 8 of its 16
+// heads in one fma (p_r, r = 0..7), the lane rounds over r bits 0, 1, 2, then the warps in order.
+std::string v2_tree() {
+  std::string total;
+  for (int W = 0; W < 4; ++W) {
+    std::vector<std::string> p(8);
+    for (int r = 0; r < 8; ++r) p[static_cast<size_t>(r)] = pair_term(16 * W + r);
+    for (int bit = 1; bit < 8; bit *= 2)
+      for (int r = 0; r < 8; r += 2 * bit)
+        p[static_cast<size_t>(r)] = plus(p[static_cast<size_t>(r)], p[static_cast<size_t>(r + bit)]);
+    total = W == 0 ? p[0] : plus(total, p[0]);
+  }
+  return total;
+}
+
+}  // namespace
+
+TEST_CASE("prefill v4 epilogue: every lane's logit is v2's addition tree of its key and query") {
+  namespace km = cuda::key_major;
+  const std::string want = v2_tree();
+  int64_t bad_layout = 0, bad_tree = 0;
+  std::vector<int> owners(km::kKeys * km::kPairQueries, 0);
+  for (int w = 0; w < 4; ++w) {
+    // v[lane][rs][qi][W] as key_major::head_sum forms it; key of (w, lane, rs), query qi.
+    std::vector<std::vector<std::string>> v(32, std::vector<std::string>(16));
+    auto at = [](int rs, int qi, int W) { return static_cast<size_t>(8 * rs + 4 * qi + W); };
+    for (int l = 0; l < 32; ++l)
+      for (int rs = 0; rs < 2; ++rs)
+        for (int qi = 0; qi < km::kPairQueries; ++qi)
+          for (int W = 0; W < 4; ++W) {
+            std::string p[2];
+            for (int b = 0; b < 2; ++b) {
+              // The two registers of the fma: heads 16 W + r (+ 8) of the key 16 w + l/4 + 8 rs.
+              for (int hi = 0; hi < 2; ++hi) {
+                const int k = km::acc_index(qi, 2 * W + hi, rs, b);
+                bad_layout += cuda::wgmma::acc_row(k, w, l) != 16 * w + l / 4 + 8 * rs;
+                bad_layout += cuda::wgmma::acc_col(k, l) != 64 * qi + km::octet_head(2 * W + hi, b, l);
+              }
+              const int h = km::octet_head(2 * W, b, l);
+              bad_layout += km::octet_head(2 * W + 1, b, l) != h + 8;
+              p[b] = pair_term(h);
+            }
+            v[static_cast<size_t>(l)][at(rs, qi, W)] = plus(p[0], p[1]);
+          }
+    // The two exchange rounds (lane bit 0: key row, lane bit 1: query) and the warps' sum.
+    std::vector<std::vector<std::string>> u(32, std::vector<std::string>(8));
+    for (int l = 0; l < 32; ++l)
+      for (int qi = 0; qi < 2; ++qi)
+        for (int W = 0; W < 4; ++W) {
+          const int keep = l & 1;  // the partner sends its copy of the row this lane keeps
+          u[static_cast<size_t>(l)][static_cast<size_t>(4 * qi + W)] =
+              plus(v[static_cast<size_t>(l)][at(keep, qi, W)], v[static_cast<size_t>(l ^ 1)][at(keep, qi, W)]);
+        }
+    for (int l = 0; l < 32; ++l) {
+      const int keep = (l >> 1) & 1;
+      std::string s[4];
+      for (int W = 0; W < 4; ++W)
+        s[W] = plus(u[static_cast<size_t>(l)][static_cast<size_t>(4 * keep + W)],
+                    u[static_cast<size_t>(l ^ 2)][static_cast<size_t>(4 * keep + W)]);
+      const std::string total = plus(plus(plus(s[0], s[1]), s[2]), s[3]);
+      bad_tree += total != want;
+      bad_layout += km::out_key(w, l) != 16 * w + l / 4 + 8 * (l & 1) || km::out_query(l) != keep;
+      ++owners[static_cast<size_t>(km::out_query(l) * km::kKeys + km::out_key(w, l))];
+    }
+  }
+  CHECK(bad_layout == 0);
+  CHECK(bad_tree == 0);
+  CHECK(std::all_of(owners.begin(), owners.end(), [](int o) { return o == 1; }));  // every logit once
 }
 
 TEST_CASE("wgmma operand tiles: tile_offset is the no-swizzle K-major layout the descriptors describe") {
