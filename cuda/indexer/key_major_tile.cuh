@@ -12,13 +12,40 @@ namespace dsv4::cuda::key_major {
 using logits_tile::HeadSum;
 using logits_tile::relu_keep_nan;
 
+// 16-byte pieces of a lane's chunk of 4 head sums: fp32 1, double (bf16 scores) 2.
+template <ScoreStorage S>
+inline constexpr int kPieces = static_cast<int>(4 * sizeof(HeadSum<S>) / 16);
+// Shared memory of one warp's exchange (exchange_unit: 4 chunks x kPieces x 32 lanes of 16 bytes).
+template <ScoreStorage S>
+inline constexpr int kExchangeBytes = 4 * kPieces<S> * 32 * 16;
+
+// 16 bytes (4 floats or 2 doubles) to / from shared memory address `at`.
+__device__ inline void store16(uint32_t at, const float* v) {
+  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(at), "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3])
+               : "memory");
+}
+__device__ inline void store16(uint32_t at, const double* v) {
+  asm volatile("st.shared.v2.f64 [%0], {%1, %2};\n" ::"r"(at), "d"(v[0]), "d"(v[1]) : "memory");
+}
+__device__ inline void load16(uint32_t at, float* v) {
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
+               : "r"(at)
+               : "memory");
+}
+__device__ inline void load16(uint32_t at, double* v) {
+  asm volatile("ld.shared.v2.f64 {%0, %1}, [%2];\n" : "=d"(v[0]), "=d"(v[1]) : "r"(at) : "memory");
+}
+
 // The head sum (before the key's 2^c_j and S) of the key and query this lane keeps (out_key,
 // out_query). acc: the m64n128 accumulator; weights: the shared-memory address of the folded
 // weights w'_h of the two queries, [2][64] floats (read here, 16 8-byte loads a tile: holding the 32 a lane needs in
-// registers for a whole unit leaves the consumer's 112 registers short). Every lane of the warp
-// must call it.
+// registers for a whole unit leaves the consumer's 112 registers short); exchange_store / _load:
+// the shared-memory address of this warp's kExchangeBytes<S> (64-byte aligned) plus store_base(lane)
+// / load_base(lane, kPieces<S>) (key_major_tile.h). Every lane of the warp must call it.
 template <ScoreStorage S>
-__device__ inline HeadSum<S> head_sum(const float (&acc)[64], uint32_t weights, int lane) {
+__device__ inline HeadSum<S> head_sum(const float (&acc)[64], uint32_t weights, uint32_t exchange_store,
+                                      uint32_t exchange_load, int lane) {
   using Sum = HeadSum<S>;
   float w[kPairQueries][16];  // w[qi][2 o + b]: w'_h of head octet_head(o, b, lane) of query qi
 #pragma unroll
@@ -51,27 +78,27 @@ __device__ inline HeadSum<S> head_sum(const float (&acc)[64], uint32_t weights, 
         }
         v[rs][qi][W] = p[0] + p[1];
       }
-  // Lane bit 0: keep key row rs = bit, add the partner's copy of it (v2's round over r bit 1).
-  const bool row_upper = lane & 1;
-  Sum u[kPairQueries][4];
+  // The quad's exchange through shared memory: each lane stores its 4 chunks (j = 2 rs + qi, the
+  // 4 W values each), then reads chunk kept_chunk(lane) of the 4 lanes of its quad, in quad order.
+  __syncwarp();  // this warp's reads of the previous tile's exchange are done
 #pragma unroll
-  for (int qi = 0; qi < kPairQueries; ++qi)
+  for (int rs = 0; rs < 2; ++rs)
 #pragma unroll
-    for (int W = 0; W < 4; ++W) {
-      const Sum keep = row_upper ? v[1][qi][W] : v[0][qi][W];
-      const Sum send = row_upper ? v[0][qi][W] : v[1][qi][W];
-      u[qi][W] = keep + __shfl_xor_sync(0xffffffffu, send, 1);
-    }
-  // Lane bit 1: keep query qi = bit (v2's round over r bit 2).
-  const bool query_upper = lane & 2;
-  Sum s[4];
+    for (int qi = 0; qi < kPairQueries; ++qi)
 #pragma unroll
-  for (int W = 0; W < 4; ++W) {
-    const Sum keep = query_upper ? u[1][W] : u[0][W];
-    const Sum send = query_upper ? u[0][W] : u[1][W];
-    s[W] = keep + __shfl_xor_sync(0xffffffffu, send, 2);
-  }
-  return ((s[0] + s[1]) + s[2]) + s[3];  // v2's warps in order
+      for (int piece = 0; piece < kPieces<S>; ++piece)
+        store16(store_offset(exchange_store, 2 * rs + qi, piece, kPieces<S>), &v[rs][qi][piece * 4 / kPieces<S>]);
+  __syncwarp();
+  Sum q[4][4];  // [quad lane c][W]: c's p_{2c} + p_{2c+1} of this lane's key and query
+#pragma unroll
+  for (int c = 0; c < 4; ++c)
+#pragma unroll
+    for (int piece = 0; piece < kPieces<S>; ++piece)
+      load16(load_offset(exchange_load, c, piece), &q[c][piece * 4 / kPieces<S>]);
+  Sum sum[4];
+#pragma unroll
+  for (int W = 0; W < 4; ++W) sum[W] = (q[0][W] + q[1][W]) + (q[2][W] + q[3][W]);  // v2's rounds over r bits 1, 2
+  return ((sum[0] + sum[1]) + sum[2]) + sum[3];                                    // v2's warps in order
 }
 
 }  // namespace dsv4::cuda::key_major

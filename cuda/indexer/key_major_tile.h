@@ -7,9 +7,11 @@
 // The head sum keeps v2's tree (logits_tile.cuh head_sum): per key, with head 16 W + r + 8 hi,
 // p_r = fma(relu(x_{16W+r+8}), w', relu(x_{16W+r}) w'), then ((p0+p1)+(p2+p3))+((p4+p5)+(p6+p7))
 // for warp W's heads, then ((S0+S1)+S2)+S3. Lane c = l % 4 of a quad holds both heads of p_{2c}
-// and p_{2c+1} (r = 2c + b): it adds those two itself, the quad's exchange across lane bit 0 is
-// v2's second round and across lane bit 1 its third; then one lane holds S0..S3 of its key and
-// query. After the exchange lane l keeps key row rs = l & 1 and query qi = (l >> 1) & 1.
+// and p_{2c+1} (r = 2c + b): it adds those two itself (v2's first round), for each of its 2 keys,
+// 2 queries and 4 W: 4 chunks j = 2 rs + qi of 4 values. The quad exchanges them through shared
+// memory: lane l keeps chunk kept_chunk(l) (key row rs = l & 1, query qi = (l >> 1) & 1), reads
+// it from the quad's 4 lanes and adds (c0 + c1) + (c2 + c3) (v2's second and third rounds), then
+// the W in order.
 #include "cuda/common/numerics.cuh"  // DSV4_HD
 
 namespace dsv4::cuda::key_major {
@@ -25,5 +27,28 @@ DSV4_HD constexpr int octet_head(int octet, int b, int lane) { return 8 * octet 
 // holds after the exchange.
 DSV4_HD constexpr int out_key(int warp, int lane) { return 16 * warp + lane / 4 + 8 * (lane & 1); }
 DSV4_HD constexpr int out_query(int lane) { return (lane >> 1) & 1; }
+// The chunk j = 2 rs + qi a lane keeps.
+DSV4_HD constexpr int kept_chunk(int lane) { return 2 * (lane & 1) + ((lane >> 1) & 1); }
+// The 16-byte unit of a warp's exchange holding piece `piece` (of `pieces`) of chunk j of lane
+// `lane`: chunk-major, the lanes permuted by j so that both the stores (8 lanes, one chunk) and
+// the reads (2 quads, 4 chunks of one lane each) of a quarter-warp fall in 8 distinct 16-byte bank
+// groups: conflict-free.
+DSV4_HD constexpr int exchange_unit(int j, int piece, int pieces, int lane) {
+  return (j * pieces + piece) * 32 + (lane ^ j);
+}
+// The same byte offsets (16 exchange_unit) as the kernel forms them from two per-lane bases and
+// one XOR each (valid from a 64-byte aligned base: the XOR touches address bits 4-5 only):
+// lane `lane` storing its chunk j, and reading its kept chunk from lane c of its quad.
+DSV4_HD constexpr unsigned store_base(int lane) { return 16u * static_cast<unsigned>(lane); }
+DSV4_HD constexpr unsigned store_offset(unsigned base, int j, int piece, int pieces) {
+  return (base ^ (16u * static_cast<unsigned>(j))) + 512u * static_cast<unsigned>(j * pieces + piece);
+}
+DSV4_HD constexpr unsigned load_base(int lane, int pieces) {
+  return 16u * static_cast<unsigned>((lane & ~3) | kept_chunk(lane)) +
+         512u * static_cast<unsigned>(pieces * kept_chunk(lane));
+}
+DSV4_HD constexpr unsigned load_offset(unsigned base, int c, int piece) {
+  return (base ^ (16u * static_cast<unsigned>(c))) + 512u * static_cast<unsigned>(piece);
+}
 
 }  // namespace dsv4::cuda::key_major

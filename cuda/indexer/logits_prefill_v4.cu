@@ -61,10 +61,12 @@ static_assert(kGroupThreads * kProducerRegisters + kConsumerGroups * kGroupThrea
 static_assert(kHalfBytes % wgmma::kSwizzle128AtomBytes == 0, "a half starts on a swizzle atom");
 
 // Shared memory of one CTA (dynamic, its base rounded up to 1024 bytes: the swizzled tiles).
+template <ScoreStorage S>
 struct Smem {
-  alignas(1024) uint8_t b[kStages][kTileBytes];            // key tiles, 128B-swizzled (TMA)
-  alignas(128) uint8_t q[kPairs][kPairBytes];              // B operands (wgmma.cuh tile layout, 128 rows)
-  float weights[kPairs][key_major::kPairQueries][kHeads];  // w'_h of the unit's queries
+  alignas(1024) uint8_t b[kStages][kTileBytes];  // key tiles, 128B-swizzled (TMA)
+  alignas(128) uint8_t q[kPairs][kPairBytes];    // B operands (wgmma.cuh tile layout, 128 rows)
+  alignas(64) uint8_t exchange[kConsumerWarps][key_major::kExchangeBytes<S>];  // the epilogue's, a warp each
+  float weights[kPairs][key_major::kPairQueries][kHeads];                      // w'_h of the unit's queries
   alignas(8) uint64_t full[kStages];
   uint64_t empty[kStages];
 };
@@ -111,7 +113,7 @@ __device__ inline void build_half(uint8_t* pair_tile, float* weights, const Inde
 
 // Consumer warpgroup g (thread tg of it): its pair and half of every unit of the CTA.
 template <ScoreStorage S>
-__device__ inline void consume(Smem& sm, const PrefillArgs& a, const prefill_v3::Schedule& sched, int g, int tg) {
+__device__ inline void consume(Smem<S>& sm, const PrefillArgs& a, const prefill_v3::Schedule& sched, int g, int tg) {
   const int pair = g / kHalves, half = g % kHalves;
   const int warp = tg / 32, lane = tg % 32;
   const int key = key_major::kKeys * half + key_major::out_key(warp, lane);  // this lane's column in a tile
@@ -120,6 +122,9 @@ __device__ inline void consume(Smem& sm, const PrefillArgs& a, const prefill_v3:
   const uint64_t keys_desc = wgmma::slice_descriptor_sw128(sm.b[0] + kHalfBytes * half, 0);
   const uint64_t pair_desc = wgmma::slice_descriptor(sm.q[pair], kPairRows, 0);
   const uint32_t weights = smem_addr(&sm.weights[pair][0][0]);
+  const uint32_t exchange = smem_addr(sm.exchange[4 * g + warp]);
+  const uint32_t exchange_store = exchange + key_major::store_base(lane);
+  const uint32_t exchange_load = exchange + key_major::load_base(lane, key_major::kPieces<S>);
   int st = 0;  // the stage and round of the next tile, as the producer counts them
   uint32_t round = 0;
   const int units = static_cast<int>(sched.units());
@@ -145,12 +150,19 @@ __device__ inline void consume(Smem& sm, const PrefillArgs& a, const prefill_v3:
     const int64_t q = pair_first + key_major::out_query(lane);
     const bool has = q < a.q.count;
     // [ks, ke) as ks and a length (0: empty or no query), so that one unsigned compare tests it.
+    // This lane's column of the unit's first computed tile, stepped a tile at a time: its distance
+    // from ks, the columns left from it (none: no query; capped at 2^30, far above the at most
+    // kUnitTiles tiles of a unit), its scale byte and its logit.
     const int64_t ks = has ? a.ks[q] : 0, len = has && a.ke[q] > ks ? a.ke[q] - ks : 0;
-    float* const out = a.logits + (has ? q : 0) * a.n_cols;
+    const int64_t first_col = w.first * kTileKeys + key;
+    int64_t from_ks = first_col - ks;
+    const int64_t left = has ? a.n_cols - first_col : 0;
+    int cols_left = static_cast<int>(left < (int64_t{1} << 30) ? left : (int64_t{1} << 30));
+    const uint8_t* scale_byte = a.key_scales + first_col * kIndexerScaleBytes;
+    float* out = a.logits + (has ? q : 0) * a.n_cols + first_col;
     for (int64_t tile = w.first; tile < w.last; ++tile) {
-      const int64_t col = tile * kTileKeys + key;
-      const bool in = static_cast<uint64_t>(col - ks) < static_cast<uint64_t>(len);
-      const float key_scale = in ? ue8m0_value(a.key_scales[col * kIndexerScaleBytes]) : 1.0f;
+      const bool in = static_cast<uint64_t>(from_ks) < static_cast<uint64_t>(len);
+      const float key_scale = in ? ue8m0_value(*scale_byte) : 1.0f;
       float acc[64];
       mbarrier_wait(smem_addr(&sm.full[st]), round & 1);
       issue_tile_mma(acc, descriptor_plus(keys_desc, static_cast<uint32_t>(st) * kTileBytes), pair_desc);
@@ -158,8 +170,12 @@ __device__ inline void consume(Smem& sm, const PrefillArgs& a, const prefill_v3:
       wgmma::fence_operands(acc);
       __syncwarp();
       if (lane == 0) mbarrier_arrive(smem_addr(&sm.empty[st]));  // this warp's reads of the tile are done
-      const HeadSum<S> sum = key_major::head_sum<S>(acc, weights, lane);
-      if (has && col < a.n_cols) out[col] = in ? finish<S>(sum, key_scale) : -INFINITY;
+      const HeadSum<S> sum = key_major::head_sum<S>(acc, weights, exchange_store, exchange_load, lane);
+      if (cols_left > 0) *out = in ? finish<S>(sum, key_scale) : -INFINITY;
+      from_ks += kTileKeys;
+      cols_left -= kTileKeys;
+      scale_byte += kTileKeys * kIndexerScaleBytes;
+      out += kTileKeys;
       if (++st == kStages) {
         st = 0;
         ++round;
@@ -172,7 +188,7 @@ template <ScoreStorage S>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_logits_v4(const __grid_constant__ CUtensorMap keys_map, const PrefillArgs a) {
   extern __shared__ uint8_t smem_raw[];
-  Smem& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  Smem<S>& sm = *reinterpret_cast<Smem<S>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   const prefill_v3::Schedule sched{a.q.count, a.n_cols};
   if (t == 0) {
@@ -196,7 +212,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 template <ScoreStorage S>
 void launch(const CUtensorMap& keys_map, const PrefillArgs& a, cudaStream_t stream) {
-  const int smem = static_cast<int>(sizeof(Smem)) + 1024;  // + the base's rounding to 1024
+  const int smem = static_cast<int>(sizeof(Smem<S>)) + 1024;  // + the base's rounding to 1024
   CUDA_CHECK(cudaFuncSetAttribute(prefill_logits_v4<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   int device = 0, sms = 0;
   CUDA_CHECK(cudaGetDevice(&device));

@@ -479,30 +479,64 @@ TEST_CASE("prefill v4 epilogue: every lane's logit is v2's addition tree of its 
             }
             v[static_cast<size_t>(l)][at(rs, qi, W)] = plus(p[0], p[1]);
           }
-    // The two exchange rounds (lane bit 0: key row, lane bit 1: query) and the warps' sum.
-    std::vector<std::vector<std::string>> u(32, std::vector<std::string>(8));
-    for (int l = 0; l < 32; ++l)
-      for (int qi = 0; qi < 2; ++qi)
-        for (int W = 0; W < 4; ++W) {
-          const int keep = l & 1;  // the partner sends its copy of the row this lane keeps
-          u[static_cast<size_t>(l)][static_cast<size_t>(4 * qi + W)] =
-              plus(v[static_cast<size_t>(l)][at(keep, qi, W)], v[static_cast<size_t>(l ^ 1)][at(keep, qi, W)]);
-        }
+    // The exchange: lane l reads chunk kept_chunk(l) (j = 2 rs + qi) of the 4 lanes of its quad in
+    // quad order and adds (c0 + c1) + (c2 + c3) for each W, then the W in order.
     for (int l = 0; l < 32; ++l) {
-      const int keep = (l >> 1) & 1;
+      const int j = km::kept_chunk(l), rs = j / 2, qi = j % 2;
       std::string s[4];
-      for (int W = 0; W < 4; ++W)
-        s[W] = plus(u[static_cast<size_t>(l)][static_cast<size_t>(4 * keep + W)],
-                    u[static_cast<size_t>(l ^ 2)][static_cast<size_t>(4 * keep + W)]);
+      for (int W = 0; W < 4; ++W) {
+        auto from = [&](int c) { return v[static_cast<size_t>((l & ~3) | c)][at(rs, qi, W)]; };
+        s[W] = plus(plus(from(0), from(1)), plus(from(2), from(3)));
+      }
       const std::string total = plus(plus(plus(s[0], s[1]), s[2]), s[3]);
       bad_tree += total != want;
-      bad_layout += km::out_key(w, l) != 16 * w + l / 4 + 8 * (l & 1) || km::out_query(l) != keep;
+      bad_layout += km::out_key(w, l) != 16 * w + l / 4 + 8 * rs || km::out_query(l) != qi;
       ++owners[static_cast<size_t>(km::out_query(l) * km::kKeys + km::out_key(w, l))];
     }
   }
   CHECK(bad_layout == 0);
   CHECK(bad_tree == 0);
   CHECK(std::all_of(owners.begin(), owners.end(), [](int o) { return o == 1; }));  // every logit once
+}
+
+TEST_CASE("prefill v4 exchange: every chunk has its own 16-byte unit and a quarter-warp's accesses are conflict-free") {
+  namespace km = cuda::key_major;
+  for (int pieces : {1, 2}) {  // fp32 and double (bf16 scores) head sums
+    INFO("pieces " << pieces);
+    std::vector<int> writers(static_cast<size_t>(4 * pieces * 32), 0);
+    int64_t bad_offset = 0, conflicts = 0;
+    for (int j = 0; j < 4; ++j)
+      for (int piece = 0; piece < pieces; ++piece)
+        for (int l = 0; l < 32; ++l) {
+          const int unit = km::exchange_unit(j, piece, pieces, l);
+          ++writers[static_cast<size_t>(unit)];
+          bad_offset += km::store_offset(km::store_base(l), j, piece, pieces) != 16u * static_cast<unsigned>(unit);
+        }
+    for (int l = 0; l < 32; ++l)
+      for (int c = 0; c < 4; ++c)
+        for (int piece = 0; piece < pieces; ++piece)
+          bad_offset += km::load_offset(km::load_base(l, pieces), c, piece) !=
+                        16u * static_cast<unsigned>(km::exchange_unit(km::kept_chunk(l), piece, pieces, (l & ~3) | c));
+    // A 16-byte access of a warp runs as 4 quarter-warps of 8 lanes; it is conflict-free when their
+    // 8 units fall in the 8 distinct 16-byte bank groups of a 128-byte row (unit % 8).
+    for (int q = 0; q < 4; ++q)
+      for (int piece = 0; piece < pieces; ++piece) {
+        for (int j = 0; j < 4; ++j) {  // stores: chunk j of lanes 8q .. 8q + 7
+          int seen = 0;
+          for (int l = 8 * q; l < 8 * q + 8; ++l) seen |= 1 << (km::exchange_unit(j, piece, pieces, l) % 8);
+          conflicts += seen != 0xff;
+        }
+        for (int c = 0; c < 4; ++c) {  // reads: each lane its kept chunk of quad lane c
+          int seen = 0;
+          for (int l = 8 * q; l < 8 * q + 8; ++l)
+            seen |= 1 << (km::exchange_unit(km::kept_chunk(l), piece, pieces, (l & ~3) | c) % 8);
+          conflicts += seen != 0xff;
+        }
+      }
+    CHECK(bad_offset == 0);
+    CHECK(conflicts == 0);
+    CHECK(std::all_of(writers.begin(), writers.end(), [](int n) { return n == 1; }));
+  }
 }
 
 TEST_CASE("wgmma operand tiles: tile_offset is the no-swizzle K-major layout the descriptors describe") {
