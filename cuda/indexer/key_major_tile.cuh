@@ -38,35 +38,31 @@ __device__ inline void load16(uint32_t at, double* v) {
 }
 
 // The head sum (before the key's 2^c_j and S) of the key and query this lane keeps (out_key,
-// out_query). acc: the m64n128 accumulator; weights: the shared-memory address of the folded
-// weights w'_h of the two queries, [2][64] floats (read here, 16 8-byte loads a tile: holding the 32 a lane needs in
-// registers for a whole unit leaves the consumer's 112 registers short); exchange_store / _load:
+// out_query). acc: the m64n128 accumulator; weights: the shared-memory address of the pair's folded
+// weights w'_h (kWeightFloats at weight_slot, 16-byte aligned) plus weight_base(lane) (read here, 8
+// 16-byte loads a tile: holding the 32 a lane needs in registers for a whole unit leaves the
+// consumer's 112 registers short); exchange_store / _load:
 // the shared-memory address of this warp's kExchangeBytes<S> (64-byte aligned) plus store_base(lane)
 // / load_base(lane, kPieces<S>) (key_major_tile.h). Every lane of the warp must call it.
 template <ScoreStorage S>
 __device__ inline HeadSum<S> head_sum(const float (&acc)[64], uint32_t weights, uint32_t exchange_store,
                                       uint32_t exchange_load, int lane) {
   using Sum = HeadSum<S>;
-  float w[kPairQueries][16];  // w[qi][2 o + b]: w'_h of head octet_head(o, b, lane) of query qi
-#pragma unroll
-  for (int qi = 0; qi < kPairQueries; ++qi)
-#pragma unroll
-    for (int o = 0; o < 8; ++o) {
-      const uint32_t at = weights + 4u * (64 * qi + octet_head(o, 0, lane));
-      asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(w[qi][2 * o]), "=f"(w[qi][2 * o + 1]) : "r"(at));
-    }
   Sum v[2][kPairQueries][4];  // [rs][qi][W]: p_{2c} + p_{2c+1} of warp W's heads
 #pragma unroll
-  for (int rs = 0; rs < 2; ++rs)
+  for (int qi = 0; qi < kPairQueries; ++qi) {  // a query at a time: 16 weight registers live, not 32
+    float w[16];                               // w[2 o + b]: w'_h of head octet_head(o, b, lane)
 #pragma unroll
-    for (int qi = 0; qi < kPairQueries; ++qi)
+    for (int k = 0; k < 16; k += 4) load16(weights + 4u * static_cast<uint32_t>(weight_slot(qi, 0) + k), &w[k]);
+#pragma unroll
+    for (int rs = 0; rs < 2; ++rs)
 #pragma unroll
       for (int W = 0; W < 4; ++W) {
         Sum p[2];
 #pragma unroll
         for (int b = 0; b < 2; ++b) {  // heads 16 W + r and 16 W + r + 8, r = 2 (lane % 4) + b
           const float x0 = acc[acc_index(qi, 2 * W, rs, b)], x8 = acc[acc_index(qi, 2 * W + 1, rs, b)];
-          const float w0 = w[qi][2 * (2 * W) + b], w8 = w[qi][2 * (2 * W + 1) + b];
+          const float w0 = w[2 * (2 * W) + b], w8 = w[2 * (2 * W + 1) + b];
           if constexpr (S == ScoreStorage::bf16) {
             float r0, r8, t0, t8;
             logits_tile::bf16_round_hw2(x0, x8, r0, r8);
@@ -78,6 +74,7 @@ __device__ inline HeadSum<S> head_sum(const float (&acc)[64], uint32_t weights, 
         }
         v[rs][qi][W] = p[0] + p[1];
       }
+  }
   // The quad's exchange through shared memory: each lane stores its 4 chunks (j = 2 rs + qi, the
   // 4 W values each), then reads chunk kept_chunk(lane) of the 4 lanes of its quad, in quad order.
   __syncwarp();  // this warp's reads of the previous tile's exchange are done

@@ -27,6 +27,17 @@ DSV4_HD constexpr int octet_head(int octet, int b, int lane) { return 8 * octet 
 // holds after the exchange.
 DSV4_HD constexpr int out_key(int warp, int lane) { return 16 * warp + lane / 4 + 8 * (lane & 1); }
 DSV4_HD constexpr int out_query(int lane) { return (lane >> 1) & 1; }
+// The folded head weights of a query pair in shared memory: the 16 a lane reads (of each query,
+// heads octet_head(o, b, lane) at 2 o + b) are 64 contiguous bytes, [qi][lane % 4][kWeightStride]
+// floats; the stride of 20 puts the 4 lanes' 16-byte loads of a quarter-warp in 4 distinct bank
+// groups (the other quad's are the same addresses: a broadcast).
+inline constexpr int kWeightStride = 20;
+inline constexpr int kWeightFloats = kPairQueries * 4 * kWeightStride;
+DSV4_HD constexpr int weight_slot(int qi, int h) {
+  return (4 * qi + (h / 2) % 4) * kWeightStride + 2 * (h / 8) + h % 2;
+}
+// A lane's byte offset into them (its slot of query 0, head octet_head(0, 0, lane)).
+DSV4_HD constexpr unsigned weight_base(int lane) { return 4u * static_cast<unsigned>((lane % 4) * kWeightStride); }
 // The chunk j = 2 rs + qi a lane keeps.
 DSV4_HD constexpr int kept_chunk(int lane) { return 2 * (lane & 1) + ((lane >> 1) & 1); }
 // The 16-byte unit of a warp's exchange holding piece `piece` (of `pieces`) of chunk j of lane

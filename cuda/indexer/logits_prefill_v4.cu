@@ -66,7 +66,7 @@ struct Smem {
   alignas(1024) uint8_t b[kStages][kTileBytes];  // key tiles, 128B-swizzled (TMA)
   alignas(128) uint8_t q[kPairs][kPairBytes];    // B operands (wgmma.cuh tile layout, 128 rows)
   alignas(64) uint8_t exchange[kConsumerWarps][key_major::kExchangeBytes<S>];  // the epilogue's, a warp each
-  float weights[kPairs][key_major::kPairQueries][kHeads];                      // w'_h of the unit's queries
+  alignas(16) float weights[kPairs][key_major::kWeightFloats];                 // w'_h (weight_slot)
   alignas(8) uint64_t full[kStages];
   uint64_t empty[kStages];
 };
@@ -94,20 +94,22 @@ __device__ inline void issue_tile_mma(float (&acc)[64], uint64_t keys, uint64_t 
 // Query `query` (a missing one builds query 0's, never stored) into rows 64 half .. of the pair's
 // B operand and its folded weights, by the 128 threads of one warpgroup (thread t: head t / 2,
 // dims 64 (t % 2) .. +63).
-__device__ inline void build_half(uint8_t* pair_tile, float* weights, const IndexerQueries& q, int64_t query, int half,
-                                  int t) {
+// weights: the shared-memory address of the pair's (a 32-bit address: a generic pointer hoisted out of
+// the unit loop was spilled).
+__device__ inline void build_half(uint8_t* pair_tile, uint32_t weights, const IndexerQueries& q, int64_t query,
+                                  int half, int t) {
   const int64_t i = query < q.count ? query : 0;
-  const uint8_t* codes = q.codes + i * kHeads * kIndexerDim;
   const int h = t / 2, k_half = t % 2;
+  // One source pointer and constant offsets (four hoisted pointers were spilled across the units).
+  const uint4* src = reinterpret_cast<const uint4*>(q.codes + (i * kHeads + h) * kIndexerDim + 64 * k_half);
+  uint8_t* dst = pair_tile + wgmma::tile_offset(kPairRows, kHeads * half + h, 64 * k_half);
 #pragma unroll
-  for (int c = 0; c < 4; ++c) {
-    const int k_byte = 64 * k_half + 16 * c;
-    *reinterpret_cast<uint4*>(pair_tile + wgmma::tile_offset(kPairRows, kHeads * half + h, k_byte)) =
-        *reinterpret_cast<const uint4*>(codes + h * kIndexerDim + k_byte);
-  }
+  for (int c = 0; c < 4; ++c)  // 16-byte chunk 4 k_half + c: kPairRows x 16 bytes further each
+    *reinterpret_cast<uint4*>(dst + c * kPairRows * wgmma::kChunkBytes) = src[c];
   if (t < kHeads) {  // exact: a power of two (FP8: the scale's byte 0)
     const uint8_t scale = q.scales[(i * kHeads + t) * kIndexerScaleBytes];
-    weights[t] = q.weights[i * kHeads + t] * pow2f(ue8m0_exponent(scale));
+    const float w = q.weights[i * kHeads + t] * pow2f(ue8m0_exponent(scale));
+    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(weights + 4u * key_major::weight_slot(half, t)), "f"(w) : "memory");
   }
 }
 
@@ -121,7 +123,7 @@ __device__ inline void consume(Smem<S>& sm, const PrefillArgs& a, const prefill_
   // constant offsets from them).
   const uint64_t keys_desc = wgmma::slice_descriptor_sw128(sm.b[0] + kHalfBytes * half, 0);
   const uint64_t pair_desc = wgmma::slice_descriptor(sm.q[pair], kPairRows, 0);
-  const uint32_t weights = smem_addr(&sm.weights[pair][0][0]);
+  const uint32_t weights = smem_addr(sm.weights[pair]) + key_major::weight_base(lane);
   const uint32_t exchange = smem_addr(sm.exchange[4 * g + warp]);
   const uint32_t exchange_store = exchange + key_major::store_base(lane);
   const uint32_t exchange_load = exchange + key_major::load_base(lane, key_major::kPieces<S>);
@@ -144,7 +146,7 @@ __device__ inline void consume(Smem<S>& sm, const PrefillArgs& a, const prefill_
     // The pair's B operand and weights. Both warpgroups of the pair have waited for their MMAs of
     // the previous unit and read its weights (the first barrier), then see the whole (the second).
     pair_barrier(pair);
-    build_half(sm.q[pair], sm.weights[pair][half], a.q, pair_first + half, half, tg);
+    build_half(sm.q[pair], smem_addr(sm.weights[pair]), a.q, pair_first + half, half, tg);
     wgmma::fence_shared_for_async();
     pair_barrier(pair);
     const int64_t q = pair_first + key_major::out_query(lane);

@@ -537,6 +537,28 @@ TEST_CASE("prefill v4 exchange: every chunk has its own 16-byte unit and a quart
     CHECK(conflicts == 0);
     CHECK(std::all_of(writers.begin(), writers.end(), [](int n) { return n == 1; }));
   }
+  // The weights: each (query, head) its own slot, a lane's 16 of a query at weight_base + 4 k
+  // (k = 2 o + b, head octet_head(o, b, lane)), and a quarter-warp's 16-byte loads conflict-free.
+  std::vector<int> slots(static_cast<size_t>(km::kWeightFloats), 0);
+  int64_t bad_weight = 0, weight_conflicts = 0;
+  for (int qi = 0; qi < km::kPairQueries; ++qi) {
+    for (int h = 0; h < 64; ++h) ++slots[static_cast<size_t>(km::weight_slot(qi, h))];
+    for (int l = 0; l < 32; ++l)
+      for (int o = 0; o < 8; ++o)
+        for (int b = 0; b < 2; ++b)
+          bad_weight += km::weight_base(l) + 4u * static_cast<unsigned>(km::weight_slot(qi, 0) + 2 * o + b) !=
+                        4u * static_cast<unsigned>(km::weight_slot(qi, km::octet_head(o, b, l)));
+    for (int k = 0; k < 16; k += 4) {
+      int seen = 0;
+      for (int l = 0; l < 4; ++l)  // lanes 4 .. 7 of the quarter-warp read the same addresses
+        seen |= 1 << (((km::weight_base(l) + 4u * static_cast<unsigned>(km::weight_slot(qi, 0) + k)) / 16) % 8);
+      weight_conflicts += std::popcount(static_cast<unsigned>(seen)) != 4;
+    }
+  }
+  CHECK(bad_weight == 0);
+  CHECK(weight_conflicts == 0);
+  CHECK(std::count(slots.begin(), slots.end(), 1) == 2 * 64);
+  CHECK(std::count(slots.begin(), slots.end(), 0) == km::kWeightFloats - 2 * 64);
 }
 
 TEST_CASE("wgmma operand tiles: tile_offset is the no-swizzle K-major layout the descriptors describe") {
