@@ -256,14 +256,16 @@ void register_all() {
         reg(
             name, [=](benchmark::State& s) { BM_LogitsPrefill(s, f, st, Variant::v2, 4096, n); }, 10);
       }
-  // v3 (the persistent TMA kernel: FP8 only; FP4 with v3 runs v2) beside v2 on the same inputs.
-  for (ScoreStorage st : {ScoreStorage::fp32, ScoreStorage::bf16})
-    for (int64_t n : {1024, 2048, 4096, 8192, 16384}) {
-      const std::string name =
-          std::string("Logits/prefill/fp8/") + storage_name(st) + "/v3/s4096/n" + std::to_string(n);
-      reg(
-          name, [=](benchmark::State& s) { BM_LogitsPrefill(s, IndexerFormat::fp8, st, Variant::v3, 4096, n); }, 10);
-    }
+  // v3 and v4 (the persistent TMA kernels: FP8 only; FP4 with them runs v2) beside v2 on the same
+  // inputs; v4 is v3 with keys on the MMA's M axis (the shorter epilogue), v3 its comparison.
+  for (Variant v : {Variant::v3, Variant::v4})
+    for (ScoreStorage st : {ScoreStorage::fp32, ScoreStorage::bf16})
+      for (int64_t n : {1024, 2048, 4096, 8192, 16384}) {
+        const std::string name = std::string("Logits/prefill/fp8/") + storage_name(st) + "/" + variant_name(v) +
+                                 "/s4096/n" + std::to_string(n);
+        reg(
+            name, [=](benchmark::State& s) { BM_LogitsPrefill(s, IndexerFormat::fp8, st, v, 4096, n); }, 10);
+      }
   // v1 (one thread per logit, double arithmetic): a small shape, the ladder's starting point.
   reg(
       "Logits/prefill/fp8/bf16/v1/s256/n1024",

@@ -12,6 +12,9 @@
 //                           and a producer warp, 4 queries a CTA, v2's MMA and epilogue (bitwise
 //                           v2's logits); FP4 keys or an empty key set run v2 (v3 is implemented
 //                           for FP8 only); v2 and v3 need 16-byte aligned key codes;
+//                           v4 v3's grid and ring with the MMA's operands swapped (64 keys x the
+//                           heads of 2 queries): a shorter epilogue in v2's order (bitwise v2's
+//                           logits); FP4 keys or no keys run v2, as for v3;
 //   indexer_logits_decode   v1 one thread per logit; v2 wgmma over the pages of each sequence;
 //                           v3 v2's MMA and epilogue (bitwise v2's logits) behind a cheaper copy
 //                           producer (32-bit page arithmetic, a deeper ring);
@@ -76,11 +79,11 @@ struct DenseKeys {
 
 // Prefill: query i reads keys [ks[i], ke[i]) (none when ke[i] <= ks[i]; int32 [s] each) and writes
 // logits row i [n_cols] (fp32, row stride n_cols): its range the scores, every other column -inf
-// exactly. A key outside every range is never read by v1 and v2; v3 reads whole 128-key tiles
+// exactly. A key outside every range is never read by v1 and v2; v3 and v4 read whole 128-key tiles
 // (keys 128 t .. 128 t + 127 below keys.count) that hold a key of some range of the 4 queries of a
 // CTA's unit, and writes the other keys' columns -inf all the same. Requires ke[i] <= min(keys.count,
 // n_cols).
-// fp4_inexact (v2, and v3 with FP4 keys, which runs v2; nullptr: not counted): a device int to which
+// fp4_inexact (v2, and v3 / v4 with FP4 keys, which run v2; nullptr: not counted): a device int to which
 // the kernel adds the number of query elements whose block scale, relative to their head's largest,
 // was below 2^-7 and so left the e4m3 grid when folded into the operand: the logits are bitwise the
 // oracle's only when it stays 0 (docs/cuda-indexer.md).

@@ -9,7 +9,7 @@
 namespace dsv4::cuda {
 namespace {
 
-// newest: the entry's newest version (prefill v3, decode v4).
+// newest: the entry's newest version (prefill v4, decode v4).
 void check_common(const LogitsParams& p, const IndexerQueries& q, int64_t n_cols, Variant v, const char* who,
                   Variant newest) {
   const std::string w(who);
@@ -30,7 +30,7 @@ void check_common(const LogitsParams& p, const IndexerQueries& q, int64_t n_cols
 void indexer_logits_prefill(const LogitsParams& p, const IndexerQueries& q, const DenseKeys& keys, const int32_t* ks,
                             const int32_t* ke, float* logits, int64_t n_cols, Variant v, cudaStream_t stream,
                             int* fp4_inexact) {
-  check_common(p, q, n_cols, v, "indexer_logits_prefill", Variant::v3);
+  check_common(p, q, n_cols, v, "indexer_logits_prefill", Variant::v4);
   if (q.count == 0 || n_cols == 0) return;
   detail::require(ks && ke && logits,
                   "indexer_logits_prefill: ks, ke and logits must be device pointers, got a nullptr");
@@ -44,8 +44,10 @@ void indexer_logits_prefill(const LogitsParams& p, const IndexerQueries& q, cons
     detail::prefill_logits_v1(p, q, keys, ks, ke, logits, n_cols, stream);
   else if (v == Variant::v2)
     detail::prefill_logits_v2(p, q, keys, ks, ke, logits, n_cols, fp4_inexact, stream);
-  else
+  else if (v == Variant::v3)
     detail::prefill_logits_v3(p, q, keys, ks, ke, logits, n_cols, fp4_inexact, stream);
+  else
+    detail::prefill_logits_v4(p, q, keys, ks, ke, logits, n_cols, fp4_inexact, stream);
 }
 
 void indexer_logits_decode(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,

@@ -17,6 +17,9 @@ void prefill_logits_v2(const LogitsParams& p, const IndexerQueries& q, const Den
 // FP8 keys: the persistent TMA kernel; FP4 keys (and no keys, or key codes not 16-byte aligned): v2.
 void prefill_logits_v3(const LogitsParams& p, const IndexerQueries& q, const DenseKeys& keys, const int32_t* ks,
                        const int32_t* ke, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream);
+// v3's grid and ring, keys on the MMA's M axis (logits_prefill_v4.cu); where v3 runs v2, so does v4.
+void prefill_logits_v4(const LogitsParams& p, const IndexerQueries& q, const DenseKeys& keys, const int32_t* ks,
+                       const int32_t* ke, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream);
 void decode_logits_v1(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
                       const int32_t* context_lens, float* logits, int64_t n_cols, cudaStream_t stream);
 void decode_logits_v2(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,

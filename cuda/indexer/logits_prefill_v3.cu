@@ -28,12 +28,14 @@
 #include "cuda/indexer/indexer_api.h"
 #include "cuda/indexer/logits_launch.h"
 #include "cuda/indexer/logits_tile.cuh"
+#include "cuda/indexer/prefill_ring.cuh"
 #include "cuda/indexer/prefill_schedule.h"
 
 namespace dsv4::cuda {
 namespace {
 
 using namespace logits_tile;
+using namespace prefill_ring;
 using prefill_v3::kTileKeys;
 using prefill_v3::kUnitQueries;
 
@@ -51,15 +53,6 @@ static_assert(kGroupThreads * kProducerRegisters + kConsumerGroups * kGroupThrea
 constexpr int kTileBytes = kTileKeys * kIndexerDim;  // one FP8 key tile (16 KiB)
 static_assert(kUnitQueries == kConsumerGroups, "a consumer warpgroup holds one query of a unit");
 
-struct PrefillArgs {
-  IndexerQueries q;
-  const uint8_t* key_scales;  // [n keys][4] UE8M0, byte 0
-  const int32_t* ks;
-  const int32_t* ke;
-  float* logits;
-  int64_t n_cols;
-};
-
 // Shared memory of one CTA (dynamic, its base rounded up to 1024 bytes: the swizzled tiles).
 template <ScoreStorage S>
 struct Smem {
@@ -70,8 +63,6 @@ struct Smem {
   uint64_t empty[kStages];
 };
 
-__device__ inline uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-
 // The 4 MMAs of one query against one key tile into acc, committed as one group (not waited for).
 __device__ inline void issue_tile_mma(float (&acc)[kTileKeys / 2], const uint8_t* a_tile, const uint8_t* b_tile) {
   wgmma::fence();
@@ -80,36 +71,6 @@ __device__ inline void issue_tile_mma(float (&acc)[kTileKeys / 2], const uint8_t
     wgmma::wgmma_m64n128k32_e4m3(acc, wgmma::slice_descriptor(a_tile, kHeads, s),
                                  wgmma::slice_descriptor_sw128(b_tile, s), s > 0);
   wgmma::commit();
-}
-
-// Unit u with its key range (the union of its queries' ranges).
-__device__ inline prefill_v3::Unit unit_with_range(const prefill_v3::Schedule& sched, const PrefillArgs& a, int u) {
-  int64_t lo, hi;
-  const int group = prefill_v3::unit_query_group(u, static_cast<int>(sched.chunks()));
-  prefill_v3::unit_key_range(a.ks, a.ke, static_cast<int64_t>(group) * kUnitQueries, a.q.count, lo, hi);
-  return prefill_v3::unit_of(sched, u, lo, hi);
-}
-
-// The producer (one lane): every computed tile of the CTA's units, in the consumers' order.
-__device__ inline void produce(const CUtensorMap* keys_map, const PrefillArgs& a, const prefill_v3::Schedule& sched,
-                               uint8_t (*b)[kTileBytes], uint64_t* full, uint64_t* empty) {
-  tma_prefetch_map(keys_map);
-  // Tile k of the CTA uses stage k % kStages for the (k / kStages)-th time: (st, round) below.
-  int st = 0;
-  uint32_t round = 0;
-  const int units = static_cast<int>(sched.units());
-  for (int u = blockIdx.x; u < units; u += gridDim.x) {
-    const prefill_v3::Unit w = unit_with_range(sched, a, u);
-    for (int64_t tile = w.first; tile < w.last; ++tile) {
-      if (round > 0) mbarrier_wait(smem_addr(&empty[st]), (round - 1) & 1);
-      mbarrier_arrive_expect_tx(smem_addr(&full[st]), kTileBytes);
-      tma_load_2d(smem_addr(b[st]), keys_map, 0, static_cast<int>(tile * kTileKeys), smem_addr(&full[st]));
-      if (++st == kStages) {
-        st = 0;
-        ++round;
-      }
-    }
-  }
 }
 
 // Consumer warpgroup g (thread tg of it): query g of every unit of the CTA.
@@ -183,7 +144,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
   if (warp >= kConsumerWarps) {  // the producer warpgroup
     setmaxnreg_dec<kProducerRegisters>();
-    if (warp == kConsumerWarps && lane == 0) produce(&keys_map, a, sched, sm.b, sm.full, sm.empty);
+    if (warp == kConsumerWarps && lane == 0) produce<kStages, kTileBytes>(&keys_map, a, sched, sm.b, sm.full, sm.empty);
     return;
   }
   setmaxnreg_inc<kConsumerRegisters>();

@@ -215,9 +215,6 @@ __device__ inline void reduce_lanes(T (&v)[kSlots], int lane) {
 template <ScoreStorage S>
 using HeadSum = typename std::conditional<S == ScoreStorage::bf16, double, float>::type;
 
-// relu that keeps NaN, as the oracle's (x < 0 ? 0 : x).
-__device__ inline float relu_keep_nan(float x) { return x < 0 ? 0.0f : x; }
-
 // Reduces the tile over the 64 heads. red: shared memory of 4 * N HeadSum<S> for this warpgroup.
 // Returns, for the group's thread t < N, the head sum of column t (before the key's 2^c_j and S);
 // every thread of the warpgroup must call it.

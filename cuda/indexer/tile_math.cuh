@@ -1,8 +1,8 @@
 #pragma once
 // The index and bit math of the v2 logits kernels (logits_tile.cuh) that host code can check
 // (test_cuda_host): e2m1 -> e4m3 unpacking, and which accumulator columns a lane owns after the
-// epilogue's exchange across lanes; and the epilogue's hardware bf16 rounding (device only, checked
-// exhaustively by test_cuda_indexer).
+// epilogue's exchange across lanes; and the epilogue's relu and hardware bf16 rounding (device only;
+// the rounding checked exhaustively by test_cuda_indexer).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -60,6 +60,9 @@ DSV4_HD inline int owned_slot(int k, int lane) {
 // results feed arithmetic, never for a stored value. test_cuda_indexer compares it with bf16_round
 // on all 2^32 inputs, in both halves.
 #ifdef __CUDACC__
+// relu that keeps NaN and -0, as the oracle's (x < 0 ? 0 : x).
+__device__ inline float relu_keep_nan(float x) { return x < 0 ? 0.0f : x; }
+
 __device__ inline void bf16_round_hw2(float a, float b, float& ra, float& rb) {
   uint32_t packed;  // a in the upper half, b in the lower
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(packed) : "f"(a), "f"(b));

@@ -21,6 +21,7 @@
 #include "cuda/indexer/cache_layout.cuh"
 #include "cuda/indexer/host_vectors.h"
 #include "cuda/indexer/indexer_math.cuh"
+#include "cuda/indexer/key_major_tile.h"
 #include "cuda/indexer/oracle_mirror.h"
 #include "cuda/indexer/page_walk.h"
 #include "cuda/indexer/prefill_schedule.h"
@@ -422,6 +423,142 @@ void simulate_exchange() {
 TEST_CASE("v2 epilogue: the lane exchange leaves each column's 16-row sum with exactly one lane") {
   simulate_exchange<128>();
   simulate_exchange<64>();
+}
+
+namespace {
+
+// An addition tree as text with the two operands of every '+' in sorted order: fp32 addition is
+// commutative bit for bit, so two trees give the same bits on every input when these texts agree.
+std::string plus(const std::string& a, const std::string& b) {
+  return a < b ? "(" + a + "+" + b + ")" : "(" + b + "+" + a + ")";
+}
+// v2's p_r of a key: the fma of heads h + 8 (multiplied) and h (its product the addend).
+std::string pair_term(int h) { return "p" + std::to_string(h); }
+
+// v2's head sum of one key (logits_tile.cuh head_sum): per warp W the rows r and r + 8 of its 16
+// heads in one fma (p_r, r = 0..7), the lane rounds over r bits 0, 1, 2, then the warps in order.
+std::string v2_tree() {
+  std::string total;
+  for (int W = 0; W < 4; ++W) {
+    std::vector<std::string> p(8);
+    for (int r = 0; r < 8; ++r) p[static_cast<size_t>(r)] = pair_term(16 * W + r);
+    for (int bit = 1; bit < 8; bit *= 2)
+      for (int r = 0; r < 8; r += 2 * bit)
+        p[static_cast<size_t>(r)] = plus(p[static_cast<size_t>(r)], p[static_cast<size_t>(r + bit)]);
+    total = W == 0 ? p[0] : plus(total, p[0]);
+  }
+  return total;
+}
+
+}  // namespace
+
+TEST_CASE("prefill v4 epilogue: every lane's logit is v2's addition tree of its key and query") {
+  namespace km = cuda::key_major;
+  const std::string want = v2_tree();
+  int64_t bad_layout = 0, bad_tree = 0;
+  std::vector<int> owners(km::kKeys * km::kPairQueries, 0);
+  for (int w = 0; w < 4; ++w) {
+    // v[lane][rs][qi][W] as key_major::head_sum forms it; key of (w, lane, rs), query qi.
+    std::vector<std::vector<std::string>> v(32, std::vector<std::string>(16));
+    auto at = [](int rs, int qi, int W) { return static_cast<size_t>(8 * rs + 4 * qi + W); };
+    for (int l = 0; l < 32; ++l)
+      for (int rs = 0; rs < 2; ++rs)
+        for (int qi = 0; qi < km::kPairQueries; ++qi)
+          for (int W = 0; W < 4; ++W) {
+            std::string p[2];
+            for (int b = 0; b < 2; ++b) {
+              // The two registers of the fma: heads 16 W + r (+ 8) of the key 16 w + l/4 + 8 rs.
+              for (int hi = 0; hi < 2; ++hi) {
+                const int k = km::acc_index(qi, 2 * W + hi, rs, b);
+                bad_layout += cuda::wgmma::acc_row(k, w, l) != 16 * w + l / 4 + 8 * rs;
+                bad_layout += cuda::wgmma::acc_col(k, l) != 64 * qi + km::octet_head(2 * W + hi, b, l);
+              }
+              const int h = km::octet_head(2 * W, b, l);
+              bad_layout += km::octet_head(2 * W + 1, b, l) != h + 8;
+              p[b] = pair_term(h);
+            }
+            v[static_cast<size_t>(l)][at(rs, qi, W)] = plus(p[0], p[1]);
+          }
+    // The exchange: lane l reads chunk kept_chunk(l) (j = 2 rs + qi) of the 4 lanes of its quad in
+    // quad order and adds (c0 + c1) + (c2 + c3) for each W, then the W in order.
+    for (int l = 0; l < 32; ++l) {
+      const int j = km::kept_chunk(l), rs = j / 2, qi = j % 2;
+      std::string s[4];
+      for (int W = 0; W < 4; ++W) {
+        auto from = [&](int c) { return v[static_cast<size_t>((l & ~3) | c)][at(rs, qi, W)]; };
+        s[W] = plus(plus(from(0), from(1)), plus(from(2), from(3)));
+      }
+      const std::string total = plus(plus(plus(s[0], s[1]), s[2]), s[3]);
+      bad_tree += total != want;
+      bad_layout += km::out_key(w, l) != 16 * w + l / 4 + 8 * rs || km::out_query(l) != qi;
+      ++owners[static_cast<size_t>(km::out_query(l) * km::kKeys + km::out_key(w, l))];
+    }
+  }
+  CHECK(bad_layout == 0);
+  CHECK(bad_tree == 0);
+  CHECK(std::all_of(owners.begin(), owners.end(), [](int o) { return o == 1; }));  // every logit once
+}
+
+TEST_CASE("prefill v4 exchange: every chunk has its own 16-byte unit and a quarter-warp's accesses are conflict-free") {
+  namespace km = cuda::key_major;
+  for (int pieces : {1, 2}) {  // fp32 and double (bf16 scores) head sums
+    INFO("pieces " << pieces);
+    std::vector<int> writers(static_cast<size_t>(4 * pieces * 32), 0);
+    int64_t bad_offset = 0, conflicts = 0;
+    for (int j = 0; j < 4; ++j)
+      for (int piece = 0; piece < pieces; ++piece)
+        for (int l = 0; l < 32; ++l) {
+          const int unit = km::exchange_unit(j, piece, pieces, l);
+          ++writers[static_cast<size_t>(unit)];
+          bad_offset += km::store_offset(km::store_base(l), j, piece, pieces) != 16u * static_cast<unsigned>(unit);
+        }
+    for (int l = 0; l < 32; ++l)
+      for (int c = 0; c < 4; ++c)
+        for (int piece = 0; piece < pieces; ++piece)
+          bad_offset += km::load_offset(km::load_base(l, pieces), c, piece) !=
+                        16u * static_cast<unsigned>(km::exchange_unit(km::kept_chunk(l), piece, pieces, (l & ~3) | c));
+    // A 16-byte access of a warp runs as 4 quarter-warps of 8 lanes; it is conflict-free when their
+    // 8 units fall in the 8 distinct 16-byte bank groups of a 128-byte row (unit % 8).
+    for (int q = 0; q < 4; ++q)
+      for (int piece = 0; piece < pieces; ++piece) {
+        for (int j = 0; j < 4; ++j) {  // stores: chunk j of lanes 8q .. 8q + 7
+          int seen = 0;
+          for (int l = 8 * q; l < 8 * q + 8; ++l) seen |= 1 << (km::exchange_unit(j, piece, pieces, l) % 8);
+          conflicts += seen != 0xff;
+        }
+        for (int c = 0; c < 4; ++c) {  // reads: each lane its kept chunk of quad lane c
+          int seen = 0;
+          for (int l = 8 * q; l < 8 * q + 8; ++l)
+            seen |= 1 << (km::exchange_unit(km::kept_chunk(l), piece, pieces, (l & ~3) | c) % 8);
+          conflicts += seen != 0xff;
+        }
+      }
+    CHECK(bad_offset == 0);
+    CHECK(conflicts == 0);
+    CHECK(std::all_of(writers.begin(), writers.end(), [](int n) { return n == 1; }));
+  }
+  // The weights: each (query, head) its own slot, a lane's 16 of a query at weight_base + 4 k
+  // (k = 2 o + b, head octet_head(o, b, lane)), and a quarter-warp's 16-byte loads conflict-free.
+  std::vector<int> slots(static_cast<size_t>(km::kWeightFloats), 0);
+  int64_t bad_weight = 0, weight_conflicts = 0;
+  for (int qi = 0; qi < km::kPairQueries; ++qi) {
+    for (int h = 0; h < 64; ++h) ++slots[static_cast<size_t>(km::weight_slot(qi, h))];
+    for (int l = 0; l < 32; ++l)
+      for (int o = 0; o < 8; ++o)
+        for (int b = 0; b < 2; ++b)
+          bad_weight += km::weight_base(l) + 4u * static_cast<unsigned>(km::weight_slot(qi, 0) + 2 * o + b) !=
+                        4u * static_cast<unsigned>(km::weight_slot(qi, km::octet_head(o, b, l)));
+    for (int k = 0; k < 16; k += 4) {
+      int seen = 0;
+      for (int l = 0; l < 4; ++l)  // lanes 4 .. 7 of the quarter-warp read the same addresses
+        seen |= 1 << (((km::weight_base(l) + 4u * static_cast<unsigned>(km::weight_slot(qi, 0) + k)) / 16) % 8);
+      weight_conflicts += std::popcount(static_cast<unsigned>(seen)) != 4;
+    }
+  }
+  CHECK(bad_weight == 0);
+  CHECK(weight_conflicts == 0);
+  CHECK(std::count(slots.begin(), slots.end(), 1) == 2 * 64);
+  CHECK(std::count(slots.begin(), slots.end(), 0) == km::kWeightFloats - 2 * 64);
 }
 
 TEST_CASE("wgmma operand tiles: tile_offset is the no-swizzle K-major layout the descriptors describe") {
