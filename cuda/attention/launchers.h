@@ -23,6 +23,11 @@ void launch_v3(const PrefillParams& p, Probs probs, cudaStream_t stream);
 // all 64 slots, P in registers) and never wait for each other; splits as v2.
 void launch_v4(const DecodeParams& p, Probs probs, int splits, void* workspace, cudaStream_t stream);
 void launch_v4(const PrefillParams& p, Probs probs, cudaStream_t stream);
+// v5 (sparse_mqa_v5.cu, sm_90a): v4's consumers; the decode producer stages raw MODEL1 bytes by
+// cp.async and dequantizes shared -> shared with packed conversions; a persistent grid of
+// min(work units, SMs) CTAs; splits as v2.
+void launch_v5(const DecodeParams& p, Probs probs, int splits, void* workspace, cudaStream_t stream);
+void launch_v5(const PrefillParams& p, Probs probs, cudaStream_t stream);
 
 size_t split_workspace_bytes(int64_t rows, int n_heads, int splits);
 

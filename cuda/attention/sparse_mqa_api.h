@@ -53,7 +53,10 @@ using ::dsv4::cuda::Variant;
 //       into a pipeline of bf16 tiles, two consumer warpgroups for QK and PV; shapes as v2;
 //   v4  sm_90a: v3's producer; each consumer warpgroup computes the whole block (QK over all 64
 //       slots, its own softmax, P V for its 256 dims with P from registers), the two never wait for
-//       each other; shapes as v2.
+//       each other; shapes as v2;
+//   v5  sm_90a: v4's consumers; the decode producer stages the raw MODEL1 bytes by cp.async and
+//       dequantizes them shared -> shared with packed conversions; prefill hands each block over as
+//       soon as it has landed; a persistent grid of min(work units, SMs) CTAs; outputs bitwise v4's.
 
 // One MODEL1 pool of pages: page p at bytes + p * Model1Layout{page_size}.page_bytes().
 struct PagedPool {

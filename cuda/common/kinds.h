@@ -11,7 +11,7 @@ namespace dsv4::cuda {
 // Hadamard + FP4).
 enum class Kind { main, indexer };
 
-enum class Variant { v1, v2, v3, v4 };
+enum class Variant { v1, v2, v3, v4, v5 };
 
 inline const char* variant_name(Variant v) {
   switch (v) {
@@ -19,6 +19,7 @@ inline const char* variant_name(Variant v) {
     case Variant::v2: return "v2";
     case Variant::v3: return "v3";
     case Variant::v4: return "v4";
+    case Variant::v5: return "v5";
   }
   return "?";
 }

@@ -201,7 +201,7 @@ void check_decode(const DecodeCase& c, Variant v, Probs probs) {
   CHECK_MESSAGE(lse.ok, lse.report);
 }
 
-const std::vector<Variant> kVersions = {Variant::v1, Variant::v2, Variant::v3, Variant::v4};
+const std::vector<Variant> kVersions = {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5};
 
 void check_prefill(const PrefillCase& c, Variant v, Probs probs);
 const std::vector<Probs> kProbs = {Probs::bf16, Probs::fp32};
@@ -473,6 +473,22 @@ TEST_CASE("sanitizer: small decode and prefill on every version") {
   check_decode(cw, Variant::v3, Probs::fp32);
   check_decode(cw, Variant::v4, Probs::bf16);
   check_decode(cw, Variant::v4, Probs::fp32);
+  check_decode(cw, Variant::v5, Probs::bf16);
+  check_decode(cw, Variant::v5, Probs::fp32);
+  // v5's persistent grid with several work units per CTA (q reloaded between units while the last
+  // P V of the previous unit runs), rows without a valid slot among them
+  DecodeShape many = wide;
+  many.name = "sanitizer decode h64 b140 s_q2 topk 64 + 64, 280 work units";
+  many.batch = 140;
+  many.damage.invalid_fraction = 0.2;
+  many.damage.empty_rows = true;
+  const DecodeCase cm = testing::make_decode_case(many, gen);
+  check_decode(cm, Variant::v5, Probs::bf16);
+  PrefillShape pm = ps;
+  pm.name = "sanitizer prefill h64 s_q270 topk 128, 270 work units";
+  pm.s_q = 270;
+  const PrefillCase pcm = testing::make_prefill_case(pm, gen);
+  check_prefill(pcm, Variant::v5, Probs::bf16);
 }
 
 TEST_CASE("decode: V4-Flash and V4-Pro shapes, every version and probability rounding") {
@@ -535,6 +551,45 @@ TEST_CASE("decode: a grid of 140 blocks (no split-KV) and s_q 1") {
   one.s_q = 1;
   const DecodeCase c1 = testing::make_decode_case(one, gen);
   for (Variant v : kVersions) check_decode(c1, v, Probs::bf16);
+}
+
+// v5 runs min(work units, SMs) CTAs that walk the units: here 2-3 units per CTA of an H200, whole
+// invalid leading blocks and rows without a valid slot among them; and its outputs against v4's.
+TEST_CASE("decode and prefill: several work units per CTA (v5's persistent grid)") {
+  const auto c_in = inputs("decode and prefill", "several work units per CTA");
+  if (!c_in) return;  // DSV4_CASE names other inputs
+  INFO(c_in->reproduce());
+  std::mt19937_64 gen = c_in->rng();
+  DecodeShape s = flash_shape();
+  s.name = "V4-Flash h64 b150 s_q2 topk 64 + 128, 300 work units";
+  s.batch = 150;
+  s.topk = 64;
+  s.extra_topk = 128;
+  s.extra_tokens = 256;
+  s.damage.invalid_leading_blocks = 2;  // odd rows: one valid block, the third
+  s.damage.empty_rows = true;
+  const DecodeCase c = testing::make_decode_case(s, gen);
+  for (Probs p : kProbs) check_decode(c, Variant::v5, p);
+  // v5's k tiles hold v4's bits (both dequantizations exact) and its consumers run v4's arithmetic:
+  // its outputs are v4's, bit for bit (a misplaced or misconverted code would show here first).
+  const DeviceDecode dd(c);
+  for (Probs p : kProbs) {
+    const DecodeResult r4 = run_decode(dd, Variant::v4, p), r5 = run_decode(dd, Variant::v5, p);
+    CHECK_MESSAGE(r5.out == r4.out, "v5's out differs from v4's (" << name_of(p) << ")");
+    CHECK_MESSAGE(std::memcmp(r5.raw_lse.data(), r4.raw_lse.data(), r4.raw_lse.size() * sizeof(float)) == 0,
+                  "v5's lse differs from v4's (" << name_of(p) << ")");
+  }
+  PrefillShape ps;
+  ps.name = "prefill h128 s_q 150 topk 192, 300 work units";
+  ps.s_q = 150;
+  ps.n_heads = 128;
+  ps.topk = 192;
+  ps.damage.invalid_fraction = 0.2;
+  ps.damage.invalid_leading_blocks = 1;
+  ps.damage.empty_rows = true;
+  ps.damage.lengths = true;
+  const PrefillCase pc = testing::make_prefill_case(ps, gen);
+  for (Probs p : kProbs) check_prefill(pc, Variant::v5, p);
 }
 
 TEST_CASE("decode: sinks of +inf, -inf, +80, -1e4 and none") {
@@ -660,10 +715,11 @@ TEST_CASE("decode: bad arguments throw before launching") {
   a.out = out.get();
   a.lse = lse.get();
   DecodeArgs bad = a;
-  bad.n_heads = 48;  // v2, v3 and v4 need a multiple of 64
+  bad.n_heads = 48;  // v2 to v5 need a multiple of 64
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v2), std::invalid_argument);
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v3), std::invalid_argument);
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v4), std::invalid_argument);
+  CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v5), std::invalid_argument);
   bad = a;
   bad.out = nullptr;
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v1), std::invalid_argument);
@@ -674,7 +730,7 @@ TEST_CASE("decode: bad arguments throw before launching") {
   bad.list.topk = -1;
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v1), std::invalid_argument);
   // a shape that splits (b 1) without its workspace
-  for (Variant v : {Variant::v2, Variant::v3, Variant::v4})
+  for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5})
     if (decode_workspace_bytes(a, v) > 0) CHECK_THROWS_AS(sparse_mqa_decode(a, v), std::invalid_argument);
   PrefillArgs p;
   p.s_q = 1;
@@ -684,6 +740,7 @@ TEST_CASE("decode: bad arguments throw before launching") {
   p.head_dim = 128;  // v1 only
   CHECK_THROWS_AS(sparse_mqa_prefill(p, Variant::v3), std::invalid_argument);
   CHECK_THROWS_AS(sparse_mqa_prefill(p, Variant::v4), std::invalid_argument);
+  CHECK_THROWS_AS(sparse_mqa_prefill(p, Variant::v5), std::invalid_argument);
 }
 
 // ---- prefill ------------------------------------------------------------------------------------

@@ -8,6 +8,8 @@
 //   - v3's wgmma operands (v3_layout.cuh): every element each descriptor makes the tensor cores read,
 //     by an emulation of the PTX ISA's canonical layouts and 128-byte swizzle, is the element the
 //     kernel wrote there; the accumulator fragment map, the producer's share of a block, the plan;
+//   - v5's packed dequantization (v5_dequant.cuh, the two hardware conversions emulated) for every
+//     e4m3 code and UE8M0 byte; its producer's share of a block, staging-area bank spread, the plan;
 //   - the inverse RoPE pair arithmetic against ref::inverse_rope_heads, bitwise;
 //   - the tolerances of attention_cases.cpp: the oracle passes against itself and against its
 //     fp32-probability variant, and fails against mutated inputs (sink dropped, the heaviest key
@@ -19,6 +21,7 @@
 #include <limits>
 #include <random>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "cuda/attention/mma_layout.cuh"
@@ -26,6 +29,8 @@
 #include "cuda/attention/slot_source.cuh"
 #include "cuda/attention/sparse_mqa_api.h"
 #include "cuda/attention/v3_layout.cuh"
+#include "cuda/attention/v5_dequant.cuh"
+#include "cuda/attention/v5_layout.cuh"
 #include "cuda/common/numerics.cuh"
 #include "cuda/tests/attention_cases.h"
 #include "reference/config.h"
@@ -46,6 +51,25 @@ namespace {
 
 bool is_nan_code(uint32_t code) { return (code & 0x7F) == 0x7F; }
 
+// cvt.rn.f16x2.e4m3x2 on one code (not NaN): the f16 bits of its value (exact: a normal f16 or 0).
+uint32_t e4m3_f16_bits(uint32_t code) {
+  const double v = ref::fp8_e4m3_decode(static_cast<uint8_t>(code));
+  const uint32_t sign = std::signbit(v) ? 0x8000u : 0u;
+  if (v == 0.0) return sign;
+  int x = 0;
+  const double m = std::frexp(std::fabs(v), &x);  // |v| = m 2^x, m in [0.5, 1): 2^(x - 1) (1 + f / 1024)
+  const auto f = static_cast<uint32_t>((2.0 * m - 1.0) * 1024.0);
+  REQUIRE(std::ldexp(1.0 + f / 1024.0, x - 1) == std::fabs(v));
+  REQUIRE(x - 1 + 15 >= 1);
+  return sign | (static_cast<uint32_t>(x - 1 + 15) << 10) | f;
+}
+
+// mul.rn.bf16x2 on one half: the product of two bf16 values rounded to bf16 (ties to even).
+uint16_t bf16_mul(uint16_t a, uint16_t b) {
+  const double prod = static_cast<double>(ref::bf16_decode(a)) * static_cast<double>(ref::bf16_decode(b));
+  return ref::bf16_encode(static_cast<float>(prod));  // 8-bit significands: exact in double
+}
+
 }  // namespace
 
 TEST_CASE("model1 dequantization: every e4m3 code times every UE8M0 scale byte is exact") {
@@ -64,6 +88,100 @@ TEST_CASE("model1 dequantization: every e4m3 code times every UE8M0 scale byte i
         CHECK(static_cast<double>(bf16_value(exact_bf16_bits(got))) == want);
       }
     }
+}
+
+TEST_CASE("v5 dequantization: cvt to f16, the shift under the sign and the bf16 factors give every code x scale") {
+  for (uint32_t e = 0; e <= 255; ++e)
+    for (uint32_t code = 0; code < 256; ++code) {
+      if (is_nan_code(code)) continue;
+      const uint32_t other = code ^ 0xB5u;  // the other half of the pair: the halves must not mix
+      if (is_nan_code(other)) continue;
+      const uint32_t h = e4m3_f16_bits(code) | (e4m3_f16_bits(other) << 16);
+      const uint32_t b = v5::f16x2_to_bf16x2_scaled(h);
+      uint16_t got[2] = {static_cast<uint16_t>(b & 0xFFFFu), static_cast<uint16_t>(b >> 16)};
+      for (int k = 0; k < 2; ++k) {  // value * 2^-112 before any scale: exact
+        const double v = ref::fp8_e4m3_decode(static_cast<uint8_t>(k == 0 ? code : other));
+        REQUIRE(static_cast<double>(ref::bf16_decode(got[k])) == std::ldexp(v, -112));
+        REQUIRE(std::signbit(ref::bf16_decode(got[k])) == std::signbit(v));
+      }
+      const uint32_t f = v5::first_factor(e), g = v5::slow_factor(e);
+      for (int k = 0; k < 2; ++k) {
+        got[k] = bf16_mul(got[k], static_cast<uint16_t>(f >> (16 * k)));
+        if (!v5::fast_scale(e)) got[k] = bf16_mul(got[k], static_cast<uint16_t>(g >> (16 * k)));
+      }
+      for (int k = 0; k < 2; ++k) {
+        const uint32_t c = k == 0 ? code : other;
+        const float value = ref::bf16_decode(got[k]);
+        if (e == 255) {  // UE8M0's NaN
+          REQUIRE(std::isnan(value));
+          continue;
+        }
+        // v4's dequantization (model1_codec.cuh), exact for e >= 3, whose bf16 code the tile holds
+        const float want = model1_nope_value(c, e);
+        if (e >= 3 || want == 0.0f) {
+          REQUIRE_MESSAGE(ref::bf16_encode(value) == exact_bf16_bits(want), "code " << c << " scale byte " << e);
+        }
+      }
+    }
+}
+
+// The producer's share of a decode block: every FP8 chunk (and its scale block) and every rope chunk of
+// the 64 tokens exactly once; a quarter-warp's staged reads and tile writes hit 8 distinct 16-byte
+// bank groups.
+TEST_CASE("v5 producer: each thread's chunks cover the block once, staging and tile accesses spread over the banks") {
+  std::set<int> fp8, rope;
+  for (int t = 0; t < 128; ++t) {
+    const int token = v5::producer_token(t), half = v5::producer_half(t);
+    CHECK(token / 16 == t / 32);  // a warp's tokens: 16w .. 16w+15 (its ballot's low 16 lanes)
+    if ((t & 31) < 16) CHECK(token == 16 * (t / 32) + (t & 31));
+    for (int j = 0; j < v5::kFp8JobsPerThread; ++j) {
+      const int g = v5::fp8_chunk(j, half);
+      CHECK(g / 4 == v5::scale_block(j));
+      fp8.insert(token * v5::kFp8ChunksPerToken + g);
+    }
+    for (int i = 0; i < v5::kRopeJobsPerThread; ++i) rope.insert(token * 8 + v5::rope_chunk(i, half));
+  }
+  CHECK(fp8.size() == 64u * 28u);
+  CHECK(*fp8.rbegin() == 64 * 28 - 1);
+  CHECK(rope.size() == 64u * 8u);
+  for (int w = 0; w < 4; ++w)
+    for (int quarter = 0; quarter < 4; ++quarter)
+      for (int j = 0; j < v5::kFp8JobsPerThread; ++j) {
+        std::set<uint32_t> staged, written;
+        for (int l = 8 * quarter; l < 8 * quarter + 8; ++l) {
+          const int t = 32 * w + l, token = v5::producer_token(t), g = v5::fp8_chunk(j, v5::producer_half(t));
+          staged.insert((v5::raw_offset(token, g) / 16) % 8);
+          written.insert((layout::matrix_offset(token, 2 * g) / 16) % 8);
+        }
+        CHECK(staged.size() == 8u);
+        CHECK(written.size() == 8u);
+      }
+}
+
+TEST_CASE("v5 shared memory plan: v3's tiles, disjoint staging, mbarriers after it, within 227 KiB") {
+  const v5::Plan p = v5::plan();
+  const v3::Plan p3 = v3::plan(0);
+  CHECK(p.q == p3.q);
+  CHECK(p.k[0] == p3.k[0]);
+  CHECK(p.k[1] == p3.k[1]);
+  CHECK(p.raw >= p.k[1] + v3::kTile);
+  CHECK(p.scales >= p.raw + 64 * v5::kStageTokenBytes);
+  CHECK(p.mask >= p.scales + 64 * 2 * 8);
+  CHECK(p.full >= p.mask + 16);
+  CHECK(p.empty >= p.full + 16);
+  CHECK(p.q_free >= p.empty + 16);
+  CHECK(p.total >= p.q_free + 8);
+  CHECK(v5::smem_request() <= 232448u);
+  CHECK(p.total < (1u << 18));  // descriptor start addresses: 14 bits of address >> 4
+  // the work units: split fastest, then the head group, then the row; each once
+  std::set<std::tuple<int64_t, int, int>> units;
+  for (int u = 0; u < 5 * 2 * 3; ++u) {
+    const v5::Unit w = v5::unit_of(u, 2, 3);
+    CHECK(w.split == u % 3);
+    units.insert({w.row, w.group, w.split});
+    CHECK((w.row >= 0 && w.row < 5 && w.group >= 0 && w.group < 2));
+  }
+  CHECK(units.size() == 30u);
 }
 
 TEST_CASE("model1 dequantization: dequant8 unpacks 8 little-endian codes in order") {

@@ -1,0 +1,259 @@
+// v5: v4's consumers fed by a leaner producer, on a persistent grid (sm_90a). docs/cuda-attention.md
+// has the design, the measurement of v4 that led to it and the prediction. Against v4:
+//   - decode producer (v5_producer.cuh): the raw MODEL1 bytes of a block are copied by cp.async into
+//     a staging area in shared memory (no register loads), the rope dims straight into the k tile,
+//     and the FP8 codes dequantized shared -> shared with packed conversions (cvt e4m3x2 -> f16x2, a
+//     shift, one bf16x2 multiply per two codes), exactly;
+//   - prefill producer: a block is handed over as soon as its copies have landed (v4 waited for the
+//     release of the block before it, which made consumer 0 wait for consumer 1 at every block);
+//   - persistent grid: min(work units, SMs) CTAs walk the work units (query row, 64-head group,
+//     split) with a stride of the grid; the pipeline, its stages and phases run on across units, and
+//     the producer loads the next unit's q as soon as both consumers have issued the last QK of the
+//     current one (mbarrier q_free), under the last P V and the epilogue.
+// The consumers' arithmetic is v4's, operation for operation (same S, softmax, P V, epilogue), so
+// v5's outputs are v4's bits.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+
+#include "cuda/attention/kernel_params.cuh"
+#include "cuda/attention/launchers.h"
+#include "cuda/attention/split_combine.cuh"
+#include "cuda/attention/v4_pieces.cuh"
+#include "cuda/attention/v5_producer.cuh"
+#include "cuda/common/cuda_check.h"
+
+namespace dsv4::cuda::attention::detail {
+namespace {
+
+using namespace v3;
+using v5::Smem;
+
+// Register budgets (setmaxnreg): the producers hold addresses only (no loaded bytes), so both give
+// the consumers v4's prefill budget.
+constexpr int kProducerRegs = 88, kConsumerRegs = 208;
+static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 384 * 168,
+              "the warpgroups' registers fit what a 384-thread block is launched with (168 each)");
+// Ping-pong as v4 (named barriers kTurn + c), once for the whole CTA: consumer 1 arrives on kTurn
+// before its first block, consumer 0 syncs on it after its last one.
+constexpr int kTurn = 2;
+
+struct UnitRange {
+  int64_t row;
+  int head_base, split, begin, end;
+};
+
+template <class Params>
+__device__ UnitRange unit_range(const Params& p, int u, int splits) {
+  const v5::Unit w = v5::unit_of(u, p.n_heads / layout::kRows, splits);
+  const auto rs = p.row_slots(w.row);
+  const int n_blocks = (rs.total() + layout::kRows - 1) / layout::kRows;
+  const int per_split = (n_blocks + splits - 1) / splits;
+  UnitRange r;
+  r.row = w.row;
+  r.head_base = w.group * layout::kRows;
+  r.split = w.split;
+  r.begin = min(n_blocks, w.split * per_split);
+  r.end = min(n_blocks, r.begin + per_split);
+  return r;
+}
+
+// One work unit u of a consumer warpgroup: v4's consume() with the CTA-wide block count n (stage
+// n % 2, phase (n / 2) % 2) and the q_free arrival after the unit's last QK.
+template <class Params, int kPlanes>
+__device__ void consume_unit(const Params& p, const Smem& m, int u, int splits, SplitOut ws, uint32_t& n) {
+  const int c = static_cast<int>(threadIdx.x >> 7) - 1;  // consumer 0 or 1: dims 256c .. 256c+255
+  const int t = threadIdx.x & 127;
+  const int rows[2] = {acc_row(t, 0), acc_row(t, 2)};  // the two heads this thread's fragments hold
+
+  float o[128];
+#pragma unroll
+  for (int e = 0; e < 128; ++e) o[e] = 0.0f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+
+  const UnitRange blocks = unit_range(p, u, splits);
+  for (int blk = blocks.begin; blk < blocks.end; ++blk, ++n) {
+    const Stage st = m.b.stage(static_cast<int>(n & 1));
+    const bool last = blk + 1 == blocks.end;
+    sm90::mbarrier_wait(st.full, (n >> 1) & 1);
+    const uint64_t valid = *reinterpret_cast<const uint64_t*>(st.mask);  // bit j: slot j of the block
+    if (valid == 0) {                                                    // a block without a valid slot changes nothing
+      if (last) sm90::mbarrier_arrive(m.q_free);
+      sm90::mbarrier_arrive(st.empty);
+      continue;
+    }
+    float s_acc[32];
+    sm90::named_barrier(kTurn + c, 256);  // the other consumer has issued its previous QK
+    v4::qk_block_all(m.b.base + m.b.plan.q, st.tile, s_acc, kTurn + (c ^ 1));
+    if (last) sm90::mbarrier_arrive(m.q_free);  // this unit's q is read: the producer may load the next
+
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int e = 0; e < 32; ++e) {
+      const bool ok = (valid >> acc_col(t, e)) & 1u;
+      s_acc[e] = ok ? s_acc[e] * p.scale : -INFINITY;
+      mx[(e >> 1) & 1] = fmaxf(mx[(e >> 1) & 1], s_acc[e]);
+    }
+    float rescale[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xFFFFFFFFu, mx[h], 1));
+      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xFFFFFFFFu, mx[h], 2));
+      const float m_new = fmaxf(m_run[h], mx[h]);  // finite: the block has a valid slot
+      rescale[h] = expf(m_run[h] - m_new);         // 0 before the first valid slot (m_run = -inf)
+      m_run[h] = m_new;
+    }
+#pragma unroll
+    for (int e = 0; e < 32; ++e) {
+      const bool ok = (valid >> acc_col(t, e)) & 1u;
+      s_acc[e] = ok ? expf(s_acc[e] - m_run[(e >> 1) & 1]) : 0.0f;  // now p
+      sum[(e >> 1) & 1] += s_acc[e];
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      sum[h] += __shfl_xor_sync(0xFFFFFFFFu, sum[h], 1);
+      sum[h] += __shfl_xor_sync(0xFFFFFFFFu, sum[h], 2);
+      l_run[h] = l_run[h] * rescale[h] + sum[h];
+    }
+#pragma unroll
+    for (int e = 0; e < 128; ++e) o[e] *= rescale[(e >> 1) & 1];
+    v4::pv_block_regs<kPlanes>(s_acc, st.tile, c, o);
+    sm90::mbarrier_arrive(st.empty);
+  }
+
+  asm volatile("" : "+r"(u));  // the unit's row and heads recomputed here, not held through the loop
+  const UnitRange r = unit_range(p, u, splits);
+  const int d0 = kDimsPerConsumer * c;
+  if (splits == 1) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int head = r.head_base + rows[h];
+      const float sink = p.sink ? p.sink[head] : -INFINITY;
+      const float den = l_run[h] + expf(sink - m_run[h]);
+      uint16_t* out = p.out_row(r.row, head) + d0;
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        const int e = 4 * j + 2 * h;
+        const float x0 = l_run[h] > 0.0f ? o[e] / den : 0.0f;
+        const float x1 = l_run[h] > 0.0f ? o[e + 1] / den : 0.0f;
+        *reinterpret_cast<uint32_t*>(out + acc_col(t, e)) =
+            static_cast<uint32_t>(bf16_bits(x0)) | (static_cast<uint32_t>(bf16_bits(x1)) << 16);
+      }
+      if (c == 0 && (t & 3) == 0) {
+        if (float* lse = p.lse_at(r.row, head)) *lse = l_run[h] > 0.0f ? m_run[h] + logf(l_run[h]) : INFINITY;
+        if (float* ml = p.max_logit_at(r.row, head)) *ml = l_run[h] > 0.0f ? m_run[h] : -INFINITY;
+      }
+    }
+    return;
+  }
+  const int64_t part = (static_cast<int64_t>(r.split) * p.rows() + r.row) * p.n_heads + r.head_base;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float* o_part = ws.o + (part + rows[h]) * kHeadDim + d0;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const int e = 4 * j + 2 * h;
+      *reinterpret_cast<float2*>(o_part + acc_col(t, e)) = make_float2(o[e], o[e + 1]);
+    }
+    if (c == 0 && (t & 3) == 0) {
+      ws.m[part + rows[h]] = m_run[h];
+      ws.l[part + rows[h]] = l_run[h];
+    }
+  }
+}
+
+template <class Params, int kPlanes>
+__global__ void __launch_bounds__(kThreads, 1) sparse_mqa_v5_kernel(Params p, int splits, int units, SplitOut ws) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw = mma::smem_addr(smem_raw);
+  constexpr v5::Plan pl = v5::plan();
+  Smem m;
+  m.b.base = (raw + 1023u) & ~1023u;
+  m.b.ptr = smem_raw + (m.b.base - raw);
+  m.b.plan = v3::plan(0);  // q, k tiles as v3's; mask, full, empty moved to v5's plan below
+  m.b.plan.mask = pl.mask;
+  m.b.plan.full = pl.full;
+  m.b.plan.empty = pl.empty;
+  m.raw = m.b.base + pl.raw;
+  m.scales = m.b.base + pl.scales;
+  m.raw_ptr = m.b.ptr + pl.raw;
+  m.scales_ptr = m.b.ptr + pl.scales;
+  m.q_free = m.b.base + pl.q_free;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      sm90::mbarrier_init(m.b.stage(s).full, 128);   // every producer thread
+      sm90::mbarrier_init(m.b.stage(s).empty, 256);  // every consumer thread
+    }
+    sm90::mbarrier_init(m.q_free, 256);  // every consumer thread, once per unit with blocks
+    sm90::fence_mbarrier_init();
+  }
+  __syncthreads();
+
+  uint32_t n = 0;  // blocks of this CTA so far (both sides count the same blocks)
+  if (threadIdx.x < 128) {
+    sm90::setmaxnreg_dec<kProducerRegs>();
+    uint32_t units_with_blocks = 0;
+    for (int u = static_cast<int>(blockIdx.x); u < units; u += static_cast<int>(gridDim.x)) {
+      const UnitRange r = unit_range(p, u, splits);
+      v5::produce_unit(p, m, r.row, p.q_row(r.row, r.head_base), r.begin, r.end, n, units_with_blocks);
+    }
+  } else {
+    sm90::setmaxnreg_inc<kConsumerRegs>();
+    const int c = static_cast<int>(threadIdx.x >> 7) - 1;
+    if (c == 1) sm90::named_barrier_arrive(kTurn, 256);
+    for (int u = static_cast<int>(blockIdx.x); u < units; u += static_cast<int>(gridDim.x))
+      consume_unit<Params, kPlanes>(p, m, u, splits, ws, n);
+    if (c == 0) sm90::named_barrier(kTurn, 256);  // consumer 1's last arrival
+  }
+}
+
+int sm_count() {
+  static const int sms = [] {
+    int device = 0, count = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return count;
+  }();
+  return sms;
+}
+
+template <class Params, int kPlanes>
+void launch_kernel(const Params& p, int splits, SplitOut ws, cudaStream_t stream) {
+  auto* kernel = sparse_mqa_v5_kernel<Params, kPlanes>;
+  const uint32_t smem = v5::smem_request();
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  CUDA_CHECK(attr);
+  const int64_t units = p.rows() * (p.n_heads / layout::kRows) * splits;
+  if (units == 0) return;
+  if (units > INT32_MAX) throw std::invalid_argument("sparse_mqa v5: more than 2^31 - 1 work units");
+  const int64_t grid = units < sm_count() ? units : sm_count();  // one CTA per SM (227 KiB each)
+  kernel<<<static_cast<unsigned>(grid), kThreads, smem, stream>>>(p, splits, static_cast<int>(units), ws);
+  CUDA_CHECK_LAUNCH();
+  if (splits > 1) {
+    split_combine_kernel<Params><<<static_cast<unsigned>(p.rows() * p.n_heads), 128, 0, stream>>>(p, splits, ws);
+    CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace
+
+void launch_v5(const DecodeParams& p, Probs probs, int splits, void* workspace, cudaStream_t stream) {
+  const SplitOut ws = split_views(workspace, p.rows(), p.n_heads, splits);
+  if (probs == Probs::bf16)
+    launch_kernel<DecodeParams, 1>(p, splits, ws, stream);
+  else
+    launch_kernel<DecodeParams, 3>(p, splits, ws, stream);
+}
+
+void launch_v5(const PrefillParams& p, Probs probs, cudaStream_t stream) {
+  if (probs == Probs::bf16)
+    launch_kernel<PrefillParams, 1>(p, 1, SplitOut{nullptr, nullptr, nullptr}, stream);
+  else
+    launch_kernel<PrefillParams, 3>(p, 1, SplitOut{nullptr, nullptr, nullptr}, stream);
+}
+
+}  // namespace dsv4::cuda::attention::detail
