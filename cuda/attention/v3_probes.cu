@@ -1,10 +1,11 @@
-// The probe kernels of v3_probes.h: v3's and v4's own pieces (v3_pieces.cuh, v4_pieces.cuh) on one
-// block, nothing else.
+// The probe kernels of v3_probes.h: v3's, v4's and v5's own pieces (v3_pieces.cuh, v4_pieces.cuh,
+// v5_producer.cuh) on one block, nothing else.
 #include <cuda_runtime.h>
 
 #include "cuda/attention/v3_pieces.cuh"
 #include "cuda/attention/v3_probes.h"
 #include "cuda/attention/v4_pieces.cuh"
+#include "cuda/attention/v5_producer.cuh"
 #include "cuda/common/cuda_check.h"
 
 namespace dsv4::cuda::attention::probes {
@@ -127,6 +128,37 @@ __global__ void __launch_bounds__(128, 1)
   if (t < 2) mask[t] = reinterpret_cast<const uint32_t*>(mask16)[t];
 }
 
+// 128 threads: v5's producer warpgroup on one block (tile at the base, staging area after it).
+__global__ void __launch_bounds__(128, 1)
+    decode_block_probe_v5(DecodeParams p, int64_t row, int blk, uint16_t* rows, uint32_t* mask) {
+  extern __shared__ __align__(1024) unsigned char raw[];
+  const Tiles T = tiles(raw);
+  v5::Smem m{};
+  m.raw = T.base + kTile;
+  m.raw_ptr = T.ptr + kTile;
+  m.scales = m.raw + 64 * v5::kStageTokenBytes;
+  m.scales_ptr = m.raw_ptr + 64 * v5::kStageTokenBytes;
+  uint16_t* mask16 = reinterpret_cast<uint16_t*>(m.scales_ptr + 64 * 2 * 8);
+  const int t = threadIdx.x, token = v5::producer_token(t), half = v5::producer_half(t);
+  const auto rs = p.row_slots(row);
+  const v5::TokenSource src = v5::token_source(rs, blk, token, p.q);
+  for (int j = 0; j < v5::kFp8JobsPerThread; ++j) v5::issue_raw_chunk(src, m, token, half, j);
+  v5::issue_raw_scales(src, m, token, half);
+  v5::issue_rope(src, T.base, token, half);
+  mma::cp_async_commit();
+  mma::cp_async_wait<0>();
+  v5::dequant_staged(m, T.ptr, token, half, false, src);
+  const uint32_t bits = __ballot_sync(0xFFFFFFFFu, src.valid) & 0xFFFFu;
+  if ((t & 31) == 0) mask16[t >> 5] = static_cast<uint16_t>(bits);
+  __syncthreads();
+  for (int c = t; c < 64 * 64; c += 128) {
+    const int r = c >> 6, chunk = c & 63;
+    *reinterpret_cast<uint4*>(rows + r * 512 + chunk * 8) =
+        *reinterpret_cast<const uint4*>(T.ptr + matrix_offset(r, chunk));
+  }
+  if (t < 2) mask[t] = reinterpret_cast<const uint32_t*>(mask16)[t];
+}
+
 template <class Kernel>
 void allow_smem(Kernel* kernel) {
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
@@ -171,6 +203,12 @@ void v3_pv_tile(const uint16_t* p, const uint16_t* v, int planes, float* o) {
 void v3_decode_block(const DecodeParams& p, int64_t row, int blk, uint16_t* rows, uint32_t* mask) {
   allow_smem(decode_block_probe);
   decode_block_probe<<<1, 128, kSmem>>>(p, row, blk, rows, mask);
+  CUDA_CHECK_LAUNCH();
+}
+
+void v5_decode_block(const DecodeParams& p, int64_t row, int blk, uint16_t* rows, uint32_t* mask) {
+  allow_smem(decode_block_probe_v5);
+  decode_block_probe_v5<<<1, 128, kSmem>>>(p, row, blk, rows, mask);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // Each piece of v3 and v4 run alone on one block of data (v3_probes.cu), so that a failing v3 / v4
 // test points at the broken piece: the wgmma QK tile, the wgmma PV tile (the k tile read transposed;
-// v4: P from registers), the producer's gather and dequantization of a decode block (v3's and v4's). Test support
+// v4: P from registers), the producer's gather and dequantization of a decode block (v3's and v4's,
+// and v5's). Test support
 // (cuda/tests/test_cuda_attention.cpp), not an API. All pointers are device pointers; matrices row-major.
 #include <cstdint>
 
@@ -21,6 +22,9 @@ void v3_pv_tile(const uint16_t* p, const uint16_t* v, int planes, float* o);
 // rows [64][512] bf16 codes (the k tile read back unswizzled) and mask [2] (validity bits of slots
 // 0..31, 32..63).
 void v3_decode_block(const DecodeParams& p, int64_t row, int blk, uint16_t* rows, uint32_t* mask);
+// v5: the same block by v5's producer pieces (cp.async into the staging area and the rope into the
+// tile, then the packed dequantization shared -> shared), same outputs.
+void v5_decode_block(const DecodeParams& p, int64_t row, int blk, uint16_t* rows, uint32_t* mask);
 
 // v4: s [2 consumers][64 heads][64 slots] fp32 = q . k^T, each consumer's qk_block_all over all 64
 // slots (the two copies must be equal: v4's consumers rely on computing the same softmax).

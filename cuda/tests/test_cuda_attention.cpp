@@ -379,7 +379,7 @@ TEST_CASE("v4 pieces: one PV tile with P from registers is the exact product, 1 
   }
 }
 
-TEST_CASE("v3 pieces: the producer gathers and dequantizes decode blocks exactly, invalid slots as zeros") {
+TEST_CASE("v3 and v5 pieces: the producers gather and dequantize decode blocks exactly, invalid slots as zeros") {
   const auto c_in = inputs("v3_pieces", "producer blocks");
   if (!c_in) return;  // DSV4_CASE names other inputs
   INFO(c_in->reproduce());
@@ -395,39 +395,44 @@ TEST_CASE("v3 pieces: the producer gathers and dequantizes decode blocks exactly
   const DeviceDecode dd(c);
   const DecodeParams p = make_decode_params(dd.args(Probs::bf16));
   const int blocks = (c.topk + c.extra_topk + 63) / 64;
-  for (int64_t row = 0; row < c.rows(); ++row)
-    for (int blk = 0; blk < blocks; ++blk) {
-      CAPTURE(row);
-      CAPTURE(blk);
-      DeviceBuffer<uint16_t> drows(64 * 512);
-      DeviceBuffer<uint32_t> dmask(2);
-      probes::v3_decode_block(p, row, blk, drows.get(), dmask.get());
-      CUDA_CHECK(cudaDeviceSynchronize());
-      const std::vector<uint16_t> got = drows.download();
-      const std::vector<uint32_t> mask = dmask.download();
-      int64_t bad_rows = 0, bad_bits = 0;
-      for (int t = 0; t < 64; ++t) {
-        const int slot = 64 * blk + t;
-        const bool in_range = slot < c.topk + c.extra_topk;
-        const bool extra = slot >= c.topk;
-        const bool valid = in_range && c.valid(row, slot);
-        bad_bits += (((mask[static_cast<size_t>(t / 32)] >> (t % 32)) & 1u) != 0) != valid;
-        bool row_ok = true;
-        for (int d = 0; d < 512; ++d) {
-          uint16_t want = 0;
-          if (valid) {
-            const int32_t token = extra ? c.extra_list[static_cast<size_t>(row * c.extra_topk + slot - c.topk)]
-                                        : c.list[static_cast<size_t>(row * c.topk + slot)];
-            want = ref::bf16_encode(static_cast<float>(extra ? c.extra_rows(token, d) : c.pool_rows(token, d)));
+  for (int version : {3, 5})
+    for (int64_t row = 0; row < c.rows(); ++row)
+      for (int blk = 0; blk < blocks; ++blk) {
+        CAPTURE(version);
+        CAPTURE(row);
+        CAPTURE(blk);
+        DeviceBuffer<uint16_t> drows(64 * 512);
+        DeviceBuffer<uint32_t> dmask(2);
+        if (version == 3)
+          probes::v3_decode_block(p, row, blk, drows.get(), dmask.get());
+        else
+          probes::v5_decode_block(p, row, blk, drows.get(), dmask.get());
+        CUDA_CHECK(cudaDeviceSynchronize());
+        const std::vector<uint16_t> got = drows.download();
+        const std::vector<uint32_t> mask = dmask.download();
+        int64_t bad_rows = 0, bad_bits = 0;
+        for (int t = 0; t < 64; ++t) {
+          const int slot = 64 * blk + t;
+          const bool in_range = slot < c.topk + c.extra_topk;
+          const bool extra = slot >= c.topk;
+          const bool valid = in_range && c.valid(row, slot);
+          bad_bits += (((mask[static_cast<size_t>(t / 32)] >> (t % 32)) & 1u) != 0) != valid;
+          bool row_ok = true;
+          for (int d = 0; d < 512; ++d) {
+            uint16_t want = 0;
+            if (valid) {
+              const int32_t token = extra ? c.extra_list[static_cast<size_t>(row * c.extra_topk + slot - c.topk)]
+                                          : c.list[static_cast<size_t>(row * c.topk + slot)];
+              want = ref::bf16_encode(static_cast<float>(extra ? c.extra_rows(token, d) : c.pool_rows(token, d)));
+            }
+            row_ok = row_ok && got[static_cast<size_t>(t * 512 + d)] == want;
           }
-          row_ok = row_ok && got[static_cast<size_t>(t * 512 + d)] == want;
+          bad_rows += !row_ok;
         }
-        bad_rows += !row_ok;
+        CHECK_MESSAGE(bad_rows == 0,
+                      bad_rows << " of 64 tile rows differ from the dequantized tokens (zeros if invalid)");
+        CHECK_MESSAGE(bad_bits == 0, bad_bits << " validity bits wrong");
       }
-      CHECK_MESSAGE(bad_rows == 0,
-                    bad_rows << " of 64 tile rows differ from the dequantized tokens (zeros if invalid)");
-      CHECK_MESSAGE(bad_bits == 0, bad_bits << " validity bits wrong");
-    }
 }
 
 // Small enough for compute-sanitizer (memcheck, racecheck, initcheck): every kernel and path once
