@@ -144,9 +144,11 @@ __global__ void __launch_bounds__(128, 1)
   const v5::TokenSource src = v5::token_source(rs, blk, token, p.q);
   for (int j = 0; j < v5::kFp8JobsPerThread; ++j) v5::issue_raw_chunk(src, m, token, half, j);
   v5::issue_raw_scales(src, m, token, half);
-  v5::issue_rope(src, T.base, token, half);
   mma::cp_async_commit();
+  v5::RopeLoad rope;
+  v5::load_rope(src, half, rope);
   mma::cp_async_wait<0>();
+  v5::store_rope(rope, src.valid, T.ptr, token, half);
   v5::dequant_staged(m, T.ptr, token, half, false, src);
   const uint32_t bits = __ballot_sync(0xFFFFFFFFu, src.valid) & 0xFFFFu;
   if ((t & 31) == 0) mask16[t >> 5] = static_cast<uint16_t>(bits);

@@ -6,7 +6,7 @@
 // holds them: v4's loads into 74 registers per thread and their long-scoreboard waits are gone), each
 // thread's slot refilled with the next block's chunk as soon as it has dequantized it, so the next
 // block's copies fly during this block's dequantization and the wait for a free stage; the rope dims
-// are copied straight into the k tile; the
+// (64 bytes a thread) go through registers, loaded a block ahead; the
 // FP8 codes are dequantized shared -> shared with packed conversions, exactly (v5_dequant.cuh: per
 // two codes one cvt e4m3x2 -> f16x2, a shift under the sign, one mul.rn.bf16x2 by the scale). The NaN
 // codes S.1111.111 give a finite value here, as in v4: the kernels never read a code no valid index
@@ -101,14 +101,24 @@ __device__ __forceinline__ void issue_raw_scales(const TokenSource& src, const S
   mma::cp_async_8(m.scales + scale_offset(token, half), src.scales, src.valid);
 }
 
-// The rope dims of this thread's token -> the k tile's chunks 56 + 2i + h (zeros for an invalid slot).
-__device__ __forceinline__ void issue_rope(const TokenSource& src, uint32_t tile, int token, int half) {
-  const uint8_t* rope = src.data + kModel1NopeDims;
+// The rope dims of this thread's token (4 chunks of 8 bf16, already the tile's format) travel through
+// registers: loaded a block ahead, stored once the stage is free (64 bytes a thread; the staging area
+// has no room for them beside the FP8 codes).
+struct RopeLoad {
+  uint4 chunk[kRopeJobsPerThread];
+};
+__device__ __forceinline__ void load_rope(const TokenSource& src, int half, RopeLoad& r) {
+  const uint4* rope = reinterpret_cast<const uint4*>(src.data + kModel1NopeDims);
 #pragma unroll
-  for (int i = 0; i < kRopeJobsPerThread; ++i) {
-    const int r = rope_chunk(i, half);
-    mma::cp_async_16(tile + layout::matrix_offset(token, kModel1NopeDims / 8 + r), rope + 16 * r, src.valid);
-  }
+  for (int i = 0; i < kRopeJobsPerThread; ++i) r.chunk[i] = __ldg(rope + rope_chunk(i, half));
+}
+// -> the k tile's chunks 56 + 2i + h (zeros for an invalid slot: its loads read `dummy`).
+__device__ __forceinline__ void store_rope(const RopeLoad& r, bool valid, unsigned char* tile, int token, int half) {
+  const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+  for (int i = 0; i < kRopeJobsPerThread; ++i)
+    *reinterpret_cast<uint4*>(tile + layout::matrix_offset(token, kModel1NopeDims / 8 + rope_chunk(i, half))) =
+        valid ? r.chunk[i] : zero;
 }
 
 // The staged FP8 chunks this thread copied -> bf16 chunks 2g, 2g + 1 of its token's row of the tile
@@ -150,17 +160,18 @@ __device__ inline void produce_unit(const DecodeParams& p, const Smem& m, int64_
   for (int j = 0; j < kFp8JobsPerThread; ++j) issue_raw_chunk(cur, m, token, half, j);
   issue_raw_scales(cur, m, token, half);
   mma::cp_async_commit();  // group: q and the first block's raw bytes
+  RopeLoad rope;
+  load_rope(cur, half, rope);
   for (int blk = begin; blk < end; ++blk, ++n) {
     const Stage st = m.b.stage(static_cast<int>(n & 1));
     const bool refill = blk + 1 < end;
     const TokenSource next = refill ? token_source(rs, blk + 1, token, q_heads) : cur;  // index read early
     mma::cp_async_wait<0>();  // this block's raw bytes (and q) copied by this thread have landed
     if (n >= 2) sm90::mbarrier_wait(st.empty, ((n >> 1) - 1) & 1);
-    issue_rope(cur, st.tile, token, half);
-    mma::cp_async_commit();
+    store_rope(rope, cur.valid, st.ptr, token, half);
+    if (refill) load_rope(next, half, rope);  // in flight during the dequantization
     dequant_staged(m, st.ptr, token, half, refill, next);
-    mma::cp_async_commit();   // group: the next block's raw bytes (empty after the last block)
-    mma::cp_async_wait<1>();  // this block's rope copies have landed (the next block's bytes may not)
+    mma::cp_async_commit();  // group: the next block's raw bytes (empty after the last block)
     const uint32_t bits = __ballot_sync(0xFFFFFFFFu, cur.valid) & 0xFFFFu;  // lanes 0..15: tokens 16w .. 16w+15
     if (lane == 0) st.mask[warp] = static_cast<uint16_t>(bits);
     sm90::fence_proxy_async();
