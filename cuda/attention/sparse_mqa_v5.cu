@@ -1,9 +1,10 @@
 // v5: v4's consumers fed by a leaner producer, on a persistent grid (sm_90a). docs/cuda-attention.md
 // has the design, the measurement of v4 that led to it and the prediction. Against v4:
-//   - decode producer (v5_producer.cuh): the raw MODEL1 bytes of a block are copied by cp.async into
-//     a staging area in shared memory (no register loads), the rope dims straight into the k tile,
-//     and the FP8 codes dequantized shared -> shared with packed conversions (cvt e4m3x2 -> f16x2, a
-//     shift, one bf16x2 multiply per two codes), exactly;
+//   - decode producer (v5_producer.cuh): the FP8 codes and scales of a block are copied by cp.async
+//     into a staging area in shared memory (the next block's copies in flight during this block's
+//     dequantization), the rope dims loaded a block ahead into 16 registers, and the codes
+//     dequantized shared -> shared with packed conversions (cvt e4m3x2 -> f16x2, a shift, one bf16x2
+//     multiply per two codes), exactly;
 //   - prefill producer: a block is handed over as soon as its copies have landed (v4 waited for the
 //     release of the block before it, which made consumer 0 wait for consumer 1 at every block);
 //   - persistent grid: min(work units, SMs) CTAs walk the work units (query row, 64-head group,

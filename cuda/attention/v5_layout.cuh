@@ -8,7 +8,7 @@
 // Decode producer, thread t of warpgroup 0 (warp w = t / 32, lane l): token 16w + l % 16 of the
 // block, half h = l / 16. It copies (cp.async, 16-byte chunks) FP8 chunks g = 2j + h (j < 14: 16
 // codes each) of its token into the staging area and the token's 8 scale bytes into its own 8-byte
-// slot; its rope chunks 2i + h (i < 4) go straight into the k tile (bf16 already). It later
+// slot; its rope chunks 2i + h (i < 4), bf16 already, go to the k tile through registers. It later
 // dequantizes exactly the chunks it copied, so it only waits for its own copies (cp.async.wait_group)
 // and no barrier orders the staging area between producer threads.
 #include <cstdint>
