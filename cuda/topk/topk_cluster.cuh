@@ -1,12 +1,14 @@
 #pragma once
-// Device pieces the cluster top-k kernels (topk_v3.cu, topk_v4.cu) share: their shared-memory
-// layout, 32-bit shared-memory addressing, the count of a key into a radix pass's histogram, and the
-// bitonic sort of the picks held in registers. The index arithmetic is in topk_v3_plan.h.
+// Device pieces the cluster top-k kernels (topk_v3.cu, topk_v4.cu, topk_v5.cu) share: v3's and v4's
+// shared-memory layout, 32-bit shared-memory addressing, the count of a key into a radix pass's
+// histogram, the bitonic sort of the picks held in registers, and v4's chunk count, digit search
+// and rank sort (v5 reuses them). The index arithmetic is in topk_v3_plan.h.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
 #include "cuda/topk/topk_api.h"
+#include "cuda/topk/topk_keys.cuh"
 #include "cuda/topk/topk_v3_plan.h"
 
 namespace dsv4::cuda::topk_cluster {
@@ -125,6 +127,99 @@ __device__ inline void sort_descending(uint64_t* list, int n, uint64_t (&v)[2]) 
     bitonic_network<1024>(list, v);
   else
     bitonic_network<2048>(list, v);
+}
+
+// Counts the 128 keys of a warp's chunk (lane l holds r, keys 4l .. 4l+3): one atomic where the
+// whole chunk holds one key (ReLU's plateaus), else one a counted key. Every lane calls it.
+__device__ inline void count_chunk(unsigned hist_base, const PassDigit& d, const Keys4& r, int lane) {
+  const uint32_t first = __shfl_sync(kFull, r.k[0], 0);
+  if (__all_sync(kFull, r.k[0] == first && r.k[1] == first && r.k[2] == first && r.k[3] == first)) {
+    if (lane == 0) count_key(hist_base, d, first, kChunk);
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) count_key(hist_base, d, r.k[j], 1u);
+}
+
+// Inclusive prefix sum over the lanes of a warp.
+__device__ inline int warp_inclusive_sum(int v, int lane) {
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const int y = __shfl_up_sync(kFull, v, off);
+    if (lane >= off) v += y;
+  }
+  return v;
+}
+
+// The digit of a pass: the bin of `counts` (bins bins, counted from the top) holding the need-th
+// largest counted key, and how many counted keys lie in the bins above it. Thread t owns bins
+// high_bin(bins, t) and the one below (none where that is <= 0). One block barrier: each warp
+// writes its bins' total into scratch (32 ints); then every warp reads the 32 totals, finds the
+// warp holding the need-th key, scans that warp's bins and finds the digit, each warp the same
+// answer. total: the counted keys of the pass. scratch must not be read or written by the block
+// between the previous call's return and this call's barrier. Every thread calls it.
+struct DigitFound {
+  int digit, above, total;
+};
+__device__ inline DigitFound find_digit(const unsigned* counts, int bins, int need, int* scratch) {
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  const int top = high_bin(bins, t);
+  const int mine = top > 0 ? static_cast<int>(counts[top] + counts[top - 1]) : 0;
+  const int through_me = warp_inclusive_sum(mine, lane);
+  if (lane == 31) scratch[warp] = through_me;
+  __syncthreads();
+  // Lane w: the keys in warp w's bins and in every warp's before it (bins above).
+  const int through_warp = warp_inclusive_sum(scratch[lane], lane);
+  const int total = __shfl_sync(kFull, through_warp, 31);
+  if (need > total) return {0, 0, total};  // pass 0 with at most k counted keys: no digit needed
+  const int holder = __ffs(__ballot_sync(kFull, through_warp >= need)) - 1;
+  const int before_holder = __shfl_sync(kFull, through_warp - scratch[lane], holder);
+  // Lane l: thread (holder, l)'s two bins.
+  const int h_top = high_bin(bins, 32 * holder + lane);
+  const int hi = h_top > 0 ? static_cast<int>(counts[h_top]) : 0;
+  const int lo = h_top > 0 ? static_cast<int>(counts[h_top - 1]) : 0;
+  const int above_lane = before_holder + warp_inclusive_sum(hi + lo, lane) - (hi + lo);
+  const bool here = above_lane < need && need <= above_lane + hi + lo;
+  const int at = __ffs(__ballot_sync(kFull, here)) - 1;
+  const bool in_hi = need <= above_lane + hi;
+  const int digit = in_hi ? h_top : h_top - 1, above = in_hi ? above_lane : above_lane + hi;
+  return {__shfl_sync(kFull, digit, at), __shfl_sync(kFull, above, at), total};
+}
+
+// Up to 512 distinct nonzero composites at list[0 .. n) (room for 512) sorted descending, thread t's
+// place written to out: warps 0..15 sort runs of 32 in registers, then the pick at list position e
+// (two threads a pick: t = 2e, 2e + 1, each searching every other run) lands at its rank, the
+// number of picks that beat it. Every thread calls it. Returns nothing; writes out[0 .. n).
+__device__ inline void sort_by_runs(uint64_t* list, int n, int32_t* out, int32_t offset) {
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  constexpr int kRuns = 16;
+  uint64_t v = t < n ? list[t] : 0;
+  if (warp < kRuns) {
+#pragma unroll
+    for (int span = 2; span <= 32; span <<= 1)
+#pragma unroll
+      for (int stride = span / 2; stride > 0; stride >>= 1)
+        v = exchanged(v, __shfl_xor_sync(kFull, v, stride), bitonic_keeps_max(lane, stride, span));
+  }
+  __syncthreads();  // every read of the unsorted list done
+  if (warp < kRuns) list[t] = v;
+  __syncthreads();
+  // The picks that beat list[e] in run r, searched from the front of the run (descending; 0s last):
+  // the first `count` entries beat it.
+  const int e = t / 2, half = t % 2;
+  const uint64_t mine = list[e];
+  int count[kRuns / 2];
+#pragma unroll
+  for (int i = 0; i < kRuns / 2; ++i) count[i] = 0;
+#pragma unroll
+  for (int step = 16; step > 0; step >>= 1)
+#pragma unroll
+    for (int i = 0; i < kRuns / 2; ++i) count[i] += list[32 * (2 * i + half) + count[i] + step - 1] > mine ? step : 0;
+  int beaten_by = 0;
+#pragma unroll
+  for (int i = 0; i < kRuns / 2; ++i) beaten_by += count[i] + (list[32 * (2 * i + half) + count[i]] > mine ? 1 : 0);
+  beaten_by += __shfl_xor_sync(kFull, beaten_by, 1);
+  if (half == 0 && e < n) out[beaten_by] = static_cast<int32_t>(composite_index(mine)) + offset;
 }
 
 }  // namespace dsv4::cuda::topk_cluster
