@@ -287,8 +287,9 @@ void register_all() {
         BM_LogitsDecode(s, IndexerFormat::fp8, ScoreStorage::fp32, IndexerCacheLayout::deepgemm, Variant::v1, 8, 4096);
       },
       2);
-  // Top-k: v4 beside v3 (the version it replaces), v1, v2 and (bench/torch_indexer_bench.py) torch.topk.
-  for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4})
+  // Top-k: v5 beside v4 and v3 (the versions it follows), v1, v2 and (bench/torch_indexer_bench.py)
+  // torch.topk.
+  for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5})
     for (int k : {512, 1024}) {
       reg(
           std::string("TopK/") + variant_name(v) + "/b1/n262144/k" + std::to_string(k),
@@ -298,7 +299,7 @@ void register_all() {
           [=](benchmark::State& s) { BM_TopK(s, v, 128, 16384, k, false); }, 50);
     }
   // 20 back-to-back calls a timed iteration: the kernel without most of the launch.
-  for (Variant v : {Variant::v3, Variant::v4}) {
+  for (Variant v : {Variant::v3, Variant::v4, Variant::v5}) {
     reg(
         std::string("TopK/") + variant_name(v) + "/b1/n262144/k512/x20",
         [=](benchmark::State& s) { BM_TopK(s, v, 1, 262144, 512, false, 20); }, 20);
@@ -306,7 +307,7 @@ void register_all() {
         std::string("TopK/") + variant_name(v) + "/b128/n16384/k512/x20",
         [=](benchmark::State& s) { BM_TopK(s, v, 128, 16384, 512, false, 20); }, 20);
   }
-  for (Variant v : {Variant::v2, Variant::v3, Variant::v4}) {
+  for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5}) {
     reg(
         std::string("TopK/") + variant_name(v) + "/b1/n262144/k512/relu",
         [=](benchmark::State& s) { BM_TopK(s, v, 1, 262144, 512, true); }, 50);
