@@ -7,7 +7,8 @@
 //                   inputs: bytes = the cache's bytes (code bytes + 4-byte scale word a key) + the fp32
 //                   logits written, reported as bytes_per_second (effective bandwidth);
 //   TopK            262144 candidates x batch 1 and 16384 x batch 128, k 512 (and 1024; relu'd scores; x20:
-//                   20 back-to-back calls a timed iteration, the time a call);
+//                   20 back-to-back calls a timed iteration, the time a call); TopK/launch: the launch
+//                   alone at those shapes (an empty kernel with the shared memory of v5);
 //   QPath           4096 tokens x 64 heads;
 //   CopyD2D         the memory ceiling.
 // The PyTorch alternatives (bf16 einsum, torch.topk) run in bench/torch_indexer_bench.py in the same
@@ -15,6 +16,7 @@
 //
 //   dsv4-cuda-indexer-bench [--benchmark_filter=...] [--benchmark_out=file.json]
 #include <benchmark/benchmark.h>
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -220,6 +222,51 @@ void BM_TopK(benchmark::State& state, Variant v, int rows, int64_t n, int k, boo
   state.counters["candidates"] = static_cast<double>(rows) * n;
 }
 
+// The launch alone at top-k's shapes: CTAs of 1024 threads and about v5's shared memory (225 KiB)
+// meeting one cluster barrier; cluster CTAs a cluster, ctas in all (16-CTA clusters need the
+// non-portable attribute and a GPC with 16 free SMs: the row is skipped where the shape cannot run).
+constexpr int kTopkShapeSmem = 225 * 1024;
+__global__ void __launch_bounds__(1024, 1) topk_launch_shape() { cooperative_groups::this_cluster().sync(); }
+
+void BM_TopKLaunch(benchmark::State& state, int cluster, int ctas, int calls) {
+  CUDA_CHECK(cudaFuncSetAttribute(topk_launch_shape, cudaFuncAttributeMaxDynamicSharedMemorySize, kTopkShapeSmem));
+  if (cluster > 8 &&
+      cudaFuncSetAttribute(topk_launch_shape, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) {
+    (void)cudaGetLastError();
+    state.SkipWithError("16-CTA clusters refused");
+    return;
+  }
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(ctas));
+  config.blockDim = dim3(1024);
+  config.dynamicSmemBytes = kTopkShapeSmem;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = static_cast<unsigned>(cluster);
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  int clusters = 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, topk_launch_shape, &config) != cudaSuccess || clusters < 1) {
+    (void)cudaGetLastError();
+    state.SkipWithError("this cluster shape is not schedulable here");
+    return;
+  }
+  auto launch = [&] {
+    for (int i = 0; i < calls; ++i) CUDA_CHECK(cudaLaunchKernelEx(&config, topk_launch_shape));
+    CUDA_CHECK_LAUNCH();
+  };
+  launch();  // warm-up
+  CUDA_CHECK(cudaDeviceSynchronize());
+  EventTimer t;
+  for (auto _ : state) {
+    t.start();
+    launch();
+    state.SetIterationTime(t.stop_seconds() / calls);
+  }
+}
+
 // ---- q path --------------------------------------------------------------------------------------------
 
 void BM_QPath(benchmark::State& state, IndexerFormat f, Variant v, int64_t s) {
@@ -306,6 +353,17 @@ void register_all() {
     reg(
         std::string("TopK/") + variant_name(v) + "/b128/n16384/k512/x20",
         [=](benchmark::State& s) { BM_TopK(s, v, 128, 16384, 512, false, 20); }, 20);
+  }
+  // The launch alone at the shapes of 262144 x 1 (one cluster of 16 or 8 CTAs) and 16384 x 128.
+  for (int calls : {1, 20}) {
+    const std::string x = calls == 1 ? "" : "/x20";
+    const int iterations = calls == 1 ? 50 : 20;
+    reg(
+        "TopK/launch/c16" + x, [=](benchmark::State& s) { BM_TopKLaunch(s, 16, 16, calls); }, iterations);
+    reg(
+        "TopK/launch/c8" + x, [=](benchmark::State& s) { BM_TopKLaunch(s, 8, 8, calls); }, iterations);
+    reg(
+        "TopK/launch/c1x128" + x, [=](benchmark::State& s) { BM_TopKLaunch(s, 1, 128, calls); }, iterations);
   }
   for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5}) {
     reg(
