@@ -32,10 +32,19 @@ inline constexpr int kChunkTiles = 64;                              // a CTA's c
 template <IndexerFormat F>
 inline constexpr int kStageCodes = kTileKeys* code_bytes(F);  // FP8: the B operand; FP4: packed, row-major
 
+// How a stage holds a tile's FP8 codes: the B operand itself (tile layout: per-thread copies, v2 to
+// v4), or the pool's rows, 128 bytes a key (bulk copies, v5), which score_tile lays out as the B
+// operand in its scratch first. FP4 codes are always staged as the pool's rows (64 bytes a key).
+enum class StagedCodes { tile, rows };
+
+// Whether score_tile builds the B operand in its scratch (from the staged rows).
+template <IndexerFormat F, StagedCodes C>
+inline constexpr bool kBuildsB = F == IndexerFormat::fp4 || C == StagedCodes::rows;
+
 // What score_tile needs beside the staged tile, per warpgroup.
-template <IndexerFormat F, ScoreStorage S>
+template <IndexerFormat F, ScoreStorage S, StagedCodes C = StagedCodes::tile>
 struct Scratch {
-  alignas(128) uint8_t b_unpacked[F == IndexerFormat::fp4 ? kBBytes : 16];
+  alignas(128) uint8_t b_unpacked[kBuildsB<F, C> ? kBBytes : 16];
   float slice_scale[F == IndexerFormat::fp4 ? 4 : 1][kTileKeys];
   HeadSum<S> red[4 * kTileKeys];
 };
@@ -50,20 +59,35 @@ struct Smem {
   Scratch<F, S> scratch;
 };
 
+// FP8 codes of a tile's 64 keys as the pool stores them (rows: 128 bytes a key) -> the B operand
+// (tile layout), by the 128 threads of a warpgroup (t < 128), 4 16-byte moves each. Of 8 neighbouring
+// threads, thread k takes key 8 r + k and K chunk (k + d) % 8 for r, d < 8: their loads (key x 8 + chunk
+// 16-byte units) and their stores (chunk x 64 + key units) fall in 8 different bank quads.
+__device__ inline void lay_out_fp8_rows(uint8_t* b_tile, const uint8_t* rows, int t) {
+#pragma unroll 1
+  for (int i = 0; i < 4; ++i) {
+    const int k = t % 8, pair = t / 8 + (kGroupThreads / 8) * i;  // pair < 64: (r, d)
+    const int key = 8 * (pair % 8) + k, chunk = (k + pair / 8) % 8;
+    *reinterpret_cast<uint4*>(b_tile + wgmma::tile_offset(kTileKeys, key, 16 * chunk)) =
+        *reinterpret_cast<const uint4*>(rows + key * kIndexerDim + 16 * chunk);
+  }
+}
+
 // The logits of keys [first_col, +64) of one sequence (length len) into out_row[first_col ..], the
 // columns < n_cols: -inf at and past len. a_tile: the query's A operand (build_query); codes: the
-// tile's codes (FP8: the B operand, tile layout; FP4: packed, 64 bytes a key, row-major); scales:
+// tile's codes (FP8: StagedCodes C; FP4: packed, 64 bytes a key, row-major); scales:
 // each key's scale word (FP8: fp32 2^c_j; FP4: four UE8M0 block scales). Called by the 128 threads
 // (t = thread in group) of warpgroup g, which synchronises on its named barrier only; codes and
 // scales must have landed and be visible to the async proxy for every thread of the group.
-// release(): called by every thread of the group once its warp no longer reads codes and scales
-// (its MMA has completed): a ring's stage can be handed back there.
+// release(): called by every thread of the group once its warp no longer reads codes and scales (the
+// B operand built in the scratch, or the MMA over the staged one completed): a ring's stage can be
+// handed back there.
 struct KeepStage {
   __device__ void operator()() const {}
 };
-template <IndexerFormat F, ScoreStorage S, class Release = KeepStage>
+template <IndexerFormat F, ScoreStorage S, StagedCodes C = StagedCodes::tile, class Release = KeepStage>
 __device__ inline void score_tile(const uint8_t* a_tile, const uint8_t* codes, const uint8_t* scales,
-                                  Scratch<F, S>& scratch, const float (&row_weights)[2], float* out_row,
+                                  Scratch<F, S, C>& scratch, const float (&row_weights)[2], float* out_row,
                                   int64_t first_col, int64_t len, int64_t n_cols, int t, int g, Release release = {}) {
   const int lane = t % 32;
   // The key's 2^c_j: FP8 the fp32 scale word of the paged layouts; FP4 1 (its block scales are in
@@ -72,8 +96,12 @@ __device__ inline void score_tile(const uint8_t* a_tile, const uint8_t* codes, c
                               ? *reinterpret_cast<const float*>(scales + t * kIndexerScaleBytes)
                               : 1.0f;
   const uint8_t* b_tile = codes;
-  if constexpr (F == IndexerFormat::fp4) {
-    unpack_fp4_tile<kTileKeys, kGroupThreads>(scratch.b_unpacked, scratch.slice_scale, codes, scales, t);
+  if constexpr (kBuildsB<F, C>) {
+    if constexpr (F == IndexerFormat::fp4)
+      unpack_fp4_tile<kTileKeys, kGroupThreads>(scratch.b_unpacked, scratch.slice_scale, codes, scales, t);
+    else
+      lay_out_fp8_rows(scratch.b_unpacked, codes, t);
+    release();
     wgmma::fence_shared_for_async();
     group_barrier(g);
     b_tile = scratch.b_unpacked;
@@ -81,7 +109,7 @@ __device__ inline void score_tile(const uint8_t* a_tile, const uint8_t* codes, c
   float acc[kTileKeys / 2];
   tile_mma<F, kTileKeys>(acc, a_tile, b_tile, lane,
                          [&](int blk, int col) { return scratch.slice_scale[F == IndexerFormat::fp4 ? blk : 0][col]; });
-  release();
+  if constexpr (!kBuildsB<F, C>) release();
   const HeadSum<S> sum = head_sum<S, kTileKeys>(acc, row_weights, scratch.red, t, g);
   const int64_t col = first_col + t;
   if (t < kTileKeys && col < n_cols) out_row[col] = col < len ? finish<S>(sum, key_scale) : -INFINITY;

@@ -19,7 +19,10 @@
 //                           v3 v2's MMA and epilogue (bitwise v2's logits) behind a cheaper copy
 //                           producer (32-bit page arithmetic, a deeper ring);
 //                           v4 v3's tile scoring (bitwise v3's logits) in consumer warpgroups fed
-//                           by a producer warp through an mbarrier ring.
+//                           by a producer warp through an mbarrier ring;
+//                           v5 v4 whose producer moves DeepGEMM pages by bulk copies (cp.async.bulk)
+//                           of the runs of a tile's keys that share a page (bitwise v4's logits);
+//                           the interleaved layout runs v4.
 // v2 and later versions of the logits need 64 heads; other head counts run v1.
 #include <cuda_runtime.h>
 

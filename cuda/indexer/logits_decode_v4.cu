@@ -15,13 +15,25 @@
 //     the stage's empty barrier (4 arrivals) as soon as its MMA has completed, before the epilogue.
 // The tiles past the sequence's length are -inf, written without being read, as in v3; keys past it
 // inside a tile are never read (zero-filled) and their columns are -inf.
+//
+// v5 (docs/cuda-indexer.md "Logits decode v5") is v4 with another producer for the DeepGEMM layout:
+// one lane issues a bulk copy (cp.async.bulk) of each run of the tile's keys that share a page, for
+// their codes and for their scale words (page_walk.h's BulkRun), and arrives on the stage's full
+// barrier with the bytes they complete (the other lanes arrive too); nothing waits for a copy but the
+// consumers. The stage holds the
+// pool's rows, which each consumer lays out as the B operand in its scratch (score_tile, StagedCodes::
+// rows) before handing the stage back, so the MMA and epilogue, and the logits, are v4's. The
+// interleaved layout (a key's codes and scale word side by side) runs v4's producer.
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdint>
+#include <string>
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/launch_checks.h"
 #include "cuda/common/mbarrier.cuh"
+#include "cuda/common/tma.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/indexer/decode_tile.cuh"
 #include "cuda/indexer/indexer_api.h"
@@ -38,25 +50,33 @@ constexpr int kSmemPerSm = 228 * 1024;  // H100/H200: shared memory an SM
 constexpr int kSmemReserved = 1024;     // the runtime's share of each CTA
 constexpr int kMaxStages = 16;
 
+// How the producer warp copies a tile: v4's 32 lanes of cp.async (any layout), or v5's bulk copies
+// of page runs (DeepGEMM layout), the stage then holding the pool's rows.
+enum class Copies { lanes, bulk };
+template <Copies M>
+inline constexpr StagedCodes kStaged = M == Copies::bulk ? StagedCodes::rows : StagedCodes::tile;
+
 // Shared memory of one CTA.
-template <IndexerFormat F, ScoreStorage S, int kConsumers, int kStages>
+template <IndexerFormat F, ScoreStorage S, Copies M, int kConsumers, int kStages>
 struct RingSmem {
   alignas(128) uint8_t a[kConsumers][kQBytes];  // each consumer's A operand
   alignas(128) uint8_t stage_codes[kStages][kStageCodes<F>];
   alignas(16) uint8_t stage_scales[kStages][kScaleBytes];
-  Scratch<F, S> scratch[kConsumers];
-  alignas(8) uint64_t full[kStages];  // the stage's copies have landed (the producer's 32 lanes)
-  uint64_t empty[kStages];            // its consumer's 4 warps are done reading it
+  Scratch<F, S, kStaged<M>> scratch[kConsumers];
+  // The stage's copies have landed: the producer's 32 lanes arrive (bulk: lane 0 with the bytes the
+  // copies complete).
+  alignas(8) uint64_t full[kStages];
+  uint64_t empty[kStages];  // its consumer's 4 warps are done reading it
 };
 
 // The most stages (at most kMaxStages) for which kCtasPerSm CTAs fit an SM.
-template <IndexerFormat F, ScoreStorage S, int kConsumers, int kCtasPerSm, int kStages = kMaxStages>
+template <IndexerFormat F, ScoreStorage S, Copies M, int kConsumers, int kCtasPerSm, int kStages = kMaxStages>
 constexpr int fitting_stages() {
   if constexpr (kStages <= kConsumers + 1 ||
-                sizeof(RingSmem<F, S, kConsumers, kStages>) + kSmemReserved <= kSmemPerSm / kCtasPerSm)
+                sizeof(RingSmem<F, S, M, kConsumers, kStages>) + kSmemReserved <= kSmemPerSm / kCtasPerSm)
     return kStages;
   else
-    return fitting_stages<F, S, kConsumers, kCtasPerSm, kStages - 1>();
+    return fitting_stages<F, S, M, kConsumers, kCtasPerSm, kStages - 1>();
 }
 
 // The shape of a CTA. An SM's 64 K registers are 4 sub-partitions of 16 K, each holding a quarter of
@@ -66,17 +86,18 @@ constexpr int fitting_stages() {
 // FP4 (two 32-register accumulators a consumer thread: tile_mma's slices; v3 used 122-128): 3
 // consumers and 1 CTA an SM (13 warps: cap 128; 4 consumers would be 17 warps, 5 on one
 // sub-partition, cap 96, and spilled).
-template <IndexerFormat F, ScoreStorage S>
+template <IndexerFormat F, ScoreStorage S, Copies M>
 struct Config {
   static constexpr int kConsumers = 3;
   static constexpr int kCtasPerSm = F == IndexerFormat::fp8 ? 2 : 1;
   static constexpr int kThreads = kConsumers * kGroupThreads + page_walk::kProducerLanes;
   static constexpr int kProducerWarp = kConsumers * 4;
-  static constexpr int kStages = fitting_stages<F, S, kConsumers, kCtasPerSm>();
-  // Tiles whose copies the producer has issued but not yet signalled. At most kStages - kConsumers,
-  // so that every stage it waits for was signalled before (no cycle) and each consumer can hold one.
+  static constexpr int kStages = fitting_stages<F, S, M, kConsumers, kCtasPerSm>();
+  // lanes: tiles whose copies the producer has issued but not yet signalled. At most kStages -
+  // kConsumers, so that every stage it waits for was signalled before (no cycle) and each consumer can
+  // hold one. (bulk: the copies signal themselves; every stage a consumer does not hold is in flight.)
   static constexpr int kInFlight = kStages - kConsumers;
-  using Smem = RingSmem<F, S, kConsumers, kStages>;
+  using Smem = RingSmem<F, S, M, kConsumers, kStages>;
   static_assert(kInFlight >= 2, "decode v4: the ring must keep at least 2 tiles in flight");
 };
 
@@ -126,11 +147,11 @@ __device__ inline void copy_tile(uint8_t* codes, uint8_t* scales, uint32_t first
   }
 }
 
-// The producer warp: tiles [0, n_tiles) of the chunk into the ring, in order.
+// The producer warp (v4): tiles [0, n_tiles) of the chunk into the ring, in order.
 template <IndexerFormat F, ScoreStorage S, IndexerCacheLayout L>
-__device__ inline void produce(typename Config<F, S>::Smem& sm, const SequencePages& pages, uint32_t chunk_first_key,
-                               int n_tiles, int lane) {
-  using C = Config<F, S>;
+__device__ inline void produce(typename Config<F, S, Copies::lanes>::Smem& sm, const SequencePages& pages,
+                               uint32_t chunk_first_key, int n_tiles, int lane) {
+  using C = Config<F, S, Copies::lanes>;
   int st = 0, signal_st = 0;  // the stage of the next tile to copy, and of the oldest not yet signalled
   uint32_t round = 0;         // how often the ring has wrapped before the next tile to copy
   const auto signal_oldest = [&] {
@@ -157,11 +178,80 @@ __device__ inline void produce(typename Config<F, S>::Smem& sm, const SequencePa
   for (int j = max(0, n_tiles - C::kInFlight + 1); j < n_tiles; ++j) signal_oldest();
 }
 
-// Consumer warpgroup g (thread tg of it): tiles g, g + kConsumers, ... of the chunk.
+// The producer warp (v5, DeepGEMM layout): tiles [0, n_tiles) of the chunk into the ring, in order,
+// as bulk copies of page runs, which lane 0 issues. The block-table entries come in windows of 32
+// pages, lane i holding page window + i (`current`) and window + 32 + i (`ahead`, loaded a window
+// early), so that no copy waits for a table load; runs advance one page at a time, and the window
+// with them. A tile ending at the sequence's length also gets, by plain stores of the lanes before
+// they arrive, the scale words of its last n_valid % 4 keys and zeros for the keys past the length
+// (the chunk's last tile: no later bulk copy writes its stage). Every lane arrives on the full barrier
+// (its stores released by its own arrival), lane 0 first adding the copies' bytes.
 template <IndexerFormat F, ScoreStorage S>
-__device__ inline void consume(typename Config<F, S>::Smem& sm, const DecodeArgs& a, int64_t b, int64_t len,
+__device__ inline void produce_bulk(typename Config<F, S, Copies::bulk>::Smem& sm, const SequencePages& s,
+                                    uint32_t chunk_first_key, int n_tiles, int lane) {
+  using C = Config<F, S, Copies::bulk>;
+  constexpr uint32_t kCb = code_bytes(F);
+  constexpr uint32_t kWindow = page_walk::kProducerLanes;
+  const uint32_t last_page = page_walk::split(s.divider, s.len - 1).page;  // len >= 1: n_tiles > 0
+  const auto entry = [&](uint32_t page) { return page <= last_page ? __ldg(s.table + page) : 0; };
+  uint32_t window = page_walk::split(s.divider, chunk_first_key).page;
+  int32_t current = entry(window + lane), ahead = entry(window + kWindow + lane);
+  int st = 0;
+  uint32_t round = 0;
+  for (int j = 0; j < n_tiles; ++j) {
+    const uint32_t first = chunk_first_key + static_cast<uint32_t>(j) * kTileKeys;
+    const uint32_t n_valid = min(static_cast<uint32_t>(kTileKeys), s.len - first);
+    if (round > 0) mbarrier_wait(smem_addr(&sm.empty[st]), (round - 1) & 1);
+    uint8_t* const codes = sm.stage_codes[st];
+    uint8_t* const scales = sm.stage_scales[st];
+    if (n_valid < kTileKeys) {
+      const uint32_t tail = page_walk::bulk_scale_keys(n_valid);
+      if (tail + lane < n_valid) {
+        const KeyAt at = locate(s, first + tail + lane);
+        *reinterpret_cast<uint32_t*>(scales + kIndexerScaleBytes * (tail + lane)) =
+            __ldg(reinterpret_cast<const uint32_t*>(s.pool + at.scale));
+      }
+      for (uint32_t u = n_valid * (kCb / 16) + lane; u < kTileKeys * (kCb / 16); u += 32)
+        reinterpret_cast<uint4*>(codes)[u] = make_uint4(0, 0, 0, 0);
+      for (uint32_t r = n_valid + lane; r < kTileKeys; r += 32)
+        *reinterpret_cast<uint32_t*>(scales + kIndexerScaleBytes * r) = 0;
+    }
+    const uint32_t full = smem_addr(&sm.full[st]);
+    if (lane == 0)
+      mbarrier_arrive_expect_tx(full, page_walk::bulk_tile_bytes(kCb, n_valid));  // before its copies
+    else
+      mbarrier_arrive(full);
+    for (uint32_t row = 0; row < n_valid;) {  // warp-uniform: the shuffle needs every lane
+      page_walk::BulkRun run = page_walk::bulk_run(s.divider, first, window, row, n_valid);
+      if (run.page_index >= kWindow) {  // == kWindow: the walk has reached the next window
+        window += kWindow;
+        run.page_index -= kWindow;
+        current = ahead;
+        ahead = entry(window + kWindow + lane);
+      }
+      const uint32_t page = static_cast<uint32_t>(__shfl_sync(0xffffffffu, current, static_cast<int>(run.page_index)));
+      if (lane == 0) {
+        bulk_load(smem_addr(codes + kCb * run.row), s.pool + page_walk::code_offset(s.strides, page, run.slot),
+                  kCb * run.keys, full);
+        const uint32_t scale_keys = page_walk::bulk_scale_keys(run.keys);
+        if (scale_keys > 0)
+          bulk_load(smem_addr(scales + kIndexerScaleBytes * run.row),
+                    s.pool + page_walk::scale_offset(s.strides, page, run.slot), kIndexerScaleBytes * scale_keys, full);
+      }
+      row += run.keys;
+    }
+    if (++st == C::kStages) {
+      st = 0;
+      ++round;
+    }
+  }
+}
+
+// Consumer warpgroup g (thread tg of it): tiles g, g + kConsumers, ... of the chunk.
+template <IndexerFormat F, ScoreStorage S, Copies M>
+__device__ inline void consume(typename Config<F, S, M>::Smem& sm, const DecodeArgs& a, int64_t b, int64_t len,
                                int64_t chunk_begin, int n_tiles, int g, int tg) {
-  using C = Config<F, S>;
+  using C = Config<F, S, M>;
   float row_weights[2];
   {
     int inexact = 0;
@@ -177,18 +267,20 @@ __device__ inline void consume(typename Config<F, S>::Smem& sm, const DecodeArgs
   for (int j = g; j < n_tiles; j += C::kConsumers) {
     const int st = j % C::kStages;
     mbarrier_wait(smem_addr(&sm.full[st]), static_cast<uint32_t>(j / C::kStages) & 1);
-    score_tile<F, S>(sm.a[g], sm.stage_codes[st], sm.stage_scales[st], sm.scratch[g], row_weights, out_row,
-                     (chunk_begin + j) * kTileKeys, len, a.n_cols, tg, g, [&] {
-                       __syncwarp();
-                       if (lane == 0) mbarrier_arrive(smem_addr(&sm.empty[st]));  // this warp's reads are done
-                     });
+    score_tile<F, S, kStaged<M>>(sm.a[g], sm.stage_codes[st], sm.stage_scales[st], sm.scratch[g], row_weights, out_row,
+                                 (chunk_begin + j) * kTileKeys, len, a.n_cols, tg, g, [&] {
+                                   __syncwarp();
+                                   if (lane == 0)
+                                     mbarrier_arrive(smem_addr(&sm.empty[st]));  // this warp's reads are done
+                                 });
   }
 }
 
-template <IndexerFormat F, ScoreStorage S, IndexerCacheLayout L>
-__global__ void __launch_bounds__(Config<F, S>::kThreads, Config<F, S>::kCtasPerSm)
+template <IndexerFormat F, ScoreStorage S, IndexerCacheLayout L, Copies M>
+__global__ void __launch_bounds__(Config<F, S, M>::kThreads, Config<F, S, M>::kCtasPerSm)
     decode_logits_v4(const DecodeArgs a) {
-  using C = Config<F, S>;
+  using C = Config<F, S, M>;
+  static_assert(M == Copies::lanes || L == IndexerCacheLayout::deepgemm, "decode v5: bulk copies of DeepGEMM pages");
   extern __shared__ __align__(128) uint8_t smem_raw[];
   typename C::Smem& sm = *reinterpret_cast<typename C::Smem*>(smem_raw);
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
@@ -222,17 +314,20 @@ __global__ void __launch_bounds__(Config<F, S>::kThreads, Config<F, S>::kCtasPer
     // Keys below len < 2^31: a tile's first key fits 32 bits.
     const SequencePages pages{a.keys.pool, a.keys.block_table + b * a.keys.table_stride, a.divider, a.strides,
                               static_cast<uint32_t>(len)};
-    produce<F, S, L>(sm, pages, static_cast<uint32_t>(chunk_begin * kTileKeys), n_tiles, lane);
+    if constexpr (M == Copies::bulk)
+      produce_bulk<F, S>(sm, pages, static_cast<uint32_t>(chunk_begin * kTileKeys), n_tiles, lane);
+    else
+      produce<F, S, L>(sm, pages, static_cast<uint32_t>(chunk_begin * kTileKeys), n_tiles, lane);
     return;
   }
-  consume<F, S>(sm, a, b, len, chunk_begin, n_tiles, warp / 4, t % kGroupThreads);
+  consume<F, S, M>(sm, a, b, len, chunk_begin, n_tiles, warp / 4, t % kGroupThreads);
 }
 
-template <IndexerFormat F, ScoreStorage S, IndexerCacheLayout L>
-void launch(const DecodeArgs& a, cudaStream_t stream) {
-  using C = Config<F, S>;
-  launch_chunks(decode_logits_v4<F, S, L>, a, a.q.count, a.n_cols, C::kThreads,
-                static_cast<int>(sizeof(typename C::Smem)), "indexer_logits_decode v4", stream);
+template <IndexerFormat F, ScoreStorage S, IndexerCacheLayout L, Copies M>
+void launch(const DecodeArgs& a, cudaStream_t stream, const char* who) {
+  using C = Config<F, S, M>;
+  launch_chunks(decode_logits_v4<F, S, L, M>, a, a.q.count, a.n_cols, C::kThreads,
+                static_cast<int>(sizeof(typename C::Smem)), who, stream);
 }
 
 static_assert(page_walk::kTileKeys == kTileKeys, "page_walk's copy plans are for a 64-key tile");
@@ -244,9 +339,25 @@ namespace detail {
 void decode_logits_v4(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
                       const int32_t* context_lens, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream) {
   if (q.count == 0 || n_cols == 0) return;
-  const DecodeArgs a = walk_args(q, keys, context_lens, logits, n_cols, inexact, "indexer_logits_decode v4");
+  const char* who = "indexer_logits_decode v4";
+  const DecodeArgs a = walk_args(q, keys, context_lens, logits, n_cols, inexact, who);
   dispatch(p.format, p.scores, keys.layout, [&](auto f, auto s, auto l) {
-    launch<decltype(f)::value, decltype(s)::value, decltype(l)::value>(a, stream);
+    launch<decltype(f)::value, decltype(s)::value, decltype(l)::value, Copies::lanes>(a, stream, who);
+  });
+}
+
+void decode_logits_v5(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
+                      const int32_t* context_lens, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream) {
+  if (q.count == 0 || n_cols == 0) return;
+  const char* who = "indexer_logits_decode v5";
+  detail::require(reinterpret_cast<uintptr_t>(keys.pool) % 16 == 0,
+                  std::string(who) + ": the pool must be 16-byte aligned (bulk copies), got an address " +
+                      std::to_string(reinterpret_cast<uintptr_t>(keys.pool) % 16) + " bytes past a boundary");
+  const DecodeArgs a = walk_args(q, keys, context_lens, logits, n_cols, inexact, who);
+  dispatch(p.format, p.scores, keys.layout, [&](auto f, auto s, auto l) {
+    constexpr IndexerCacheLayout kLayout = decltype(l)::value;
+    launch<decltype(f)::value, decltype(s)::value, kLayout,
+           kLayout == IndexerCacheLayout::deepgemm ? Copies::bulk : Copies::lanes>(a, stream, who);
   });
 }
 

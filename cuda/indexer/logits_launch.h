@@ -28,5 +28,8 @@ void decode_logits_v3(const LogitsParams& p, const IndexerQueries& q, const Page
                       const int32_t* context_lens, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream);
 void decode_logits_v4(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
                       const int32_t* context_lens, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream);
+// DeepGEMM layout: v4 with bulk copies of page runs; interleaved layout: v4.
+void decode_logits_v5(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
+                      const int32_t* context_lens, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream);
 
 }  // namespace dsv4::cuda::detail

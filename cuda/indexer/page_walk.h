@@ -136,4 +136,42 @@ DSV4_HD inline CopyUnit producer_interleaved_unit(int words, int lane, int pass)
 }
 DSV4_HD inline int producer_lookup(int words, int pass) { return (32 / words) * pass / 32; }
 
+// ---- the v5 producer's bulk copies (DeepGEMM layout) ---------------------------------------------------
+//
+// A DeepGEMM page stores its keys' codes contiguously, then their scale words: the keys of a tile that
+// share a page are one run, copied as 2 bulk copies (codes, scale words). page_keys % 4 == 0
+// (indexer_logits_decode checks it) and tiles start at multiples of 64, so every run starts at a slot
+// s = 0 mod 4: its codes (s code_bytes) and scale words (scale_base + 4 s) are 16-byte aligned in a
+// 16-byte aligned pool, and every run but the one ending at the sequence's length holds a multiple of
+// 4 keys. That run's last keys % 4 scale words are not a multiple of 16 bytes: the producer's lanes
+// load them one by one (bulk_scale_keys).
+
+// Keys [row, row + keys) of the tile, slots [slot, slot + keys) of the sequence's page base_page +
+// page_index.
+struct BulkRun {
+  uint32_t row;
+  uint32_t page_index;
+  uint32_t slot;
+  uint32_t keys;
+};
+
+// The run starting at key `row` of the tile whose first key is `first` (a multiple of 64), of its
+// n_valid <= 64 keys below the sequence's length; base_page <= the page of key first + row. Successive
+// runs of a walk are on successive pages.
+DSV4_HD inline BulkRun bulk_run(const PageDivider& div, uint32_t first, uint32_t base_page, uint32_t row,
+                                uint32_t n_valid) {
+  const PageSlot ps = split(div, first + row);
+  const uint32_t room = div.page_keys - ps.slot;
+  return {row, ps.page - base_page, ps.slot, n_valid - row < room ? n_valid - row : room};
+}
+
+// Of a run's keys, those whose scale words a bulk copy moves (a multiple of 4).
+DSV4_HD inline uint32_t bulk_scale_keys(uint32_t keys) { return keys & ~3u; }
+
+// The bytes the bulk copies of a tile's n_valid keys complete: every code byte, and the scale words
+// of all but the last n_valid % 4 keys (only the last run can end off a multiple of 4).
+DSV4_HD inline uint32_t bulk_tile_bytes(uint32_t code_bytes, uint32_t n_valid) {
+  return n_valid * code_bytes + bulk_scale_keys(n_valid) * kIndexerScaleBytes;
+}
+
 }  // namespace dsv4::cuda::page_walk

@@ -21,6 +21,9 @@
 //              and v2's logits bit for bit;
 //   decode v4  the same checks as v3 and v3's logits bit for bit (the same tile scoring behind a
 //              producer warp and an mbarrier ring: chunks of up to 64 tiles wrap its 9-16 stages).
+//   decode v5  the same checks as v4 and v4's logits bit for bit (DeepGEMM pages by bulk copies of
+//              page runs, the B operand laid out by the consumers; pages of 4, 12 and 100 keys split
+//              tiles into runs, lengths that are not multiples of 4 leave scale words to plain loads).
 //   prefill v3 the prefill checks above (its FP4 is v2's kernel), and v2's logits bit for bit (the
 //              same MMA instruction on the same operand values, the same epilogue), also over more
 //              work units than the GPU has SMs (the persistent loop, the ring's phases) and with
@@ -30,7 +33,7 @@
 // The epilogue's hardware bf16 rounding against bf16_round over all 2^32 fp32 inputs; max.NaN.f32
 // as a relu candidate over the same inputs (its zeros reported).
 // Plus 20 reruns bitwise identical, a query's logits independent of its batch neighbours (prefill v2,
-// v3 and v4, decode v3 and v4), zero-length calls, argument checks.
+// v3 and v4, decode v3, v4 and v5), zero-length calls, argument checks.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -590,7 +593,7 @@ TEST_CASE("decode logits over the paged caches of both layouts equal the oracle'
   for (cuda::IndexerCacheLayout layout : {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm})
     for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8})
       for (ScoreStorage st : {ScoreStorage::bf16, ScoreStorage::fp32})
-        for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4}) {
+        for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5}) {
           const int page_keys = layout == cuda::IndexerCacheLayout::deepgemm ? 64 : 32;
           const std::vector<int32_t> lens{0, 1, 63, 64, 65, 300, 4097};
           const int64_t n_cols = 4160;
@@ -607,14 +610,16 @@ TEST_CASE("decode logits over the paged caches of both layouts equal the oracle'
           const std::vector<float> got = call.run(st, v);
           check_logits(call.compare(got, st), v, f, st, book,
                        std::string(layout_name(layout)) + " " + cuda::format_name(f) + " " + cuda::storage_name(st));
-          // v3 and v4 change only how the keys reach shared memory: v2's and v3's logits bit for bit.
+          // v3, v4 and v5 change only how the keys reach shared memory: v2's, v3's and v4's logits bit for bit.
           if (v == Variant::v3) CHECK(cuda::testing::bitwise_differences(got, call.run(st, Variant::v2)) == 0);
           if (v == Variant::v4) CHECK(cuda::testing::bitwise_differences(got, call.run(st, Variant::v3)) == 0);
+          if (v == Variant::v5) CHECK(cuda::testing::bitwise_differences(got, call.run(st, Variant::v4)) == 0);
         }
   MESSAGE(book.table());
 }
 
-TEST_CASE("decode v3 and v4 over page sizes that are not powers of two (and 4, the smallest) equal v2 and the oracle") {
+TEST_CASE(
+    "decode v3, v4 and v5 over page sizes that are not powers of two (and 4, the smallest) equal v2 and the oracle") {
   TallyBook book;
   for (cuda::IndexerCacheLayout layout : {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm})
     for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8})
@@ -632,22 +637,28 @@ TEST_CASE("decode v3 and v4 over page sizes that are not powers of two (and 4, t
         std::mt19937_64 gen = c->rng();
         PagedCall call(lens, layout, f, page_keys, n_cols, gen);
         for (ScoreStorage st : {ScoreStorage::bf16, ScoreStorage::fp32}) {
-          const std::vector<float> got = call.run(st, Variant::v3), got_v4 = call.run(st, Variant::v4);
+          const std::vector<float> got = call.run(st, Variant::v3), got_v4 = call.run(st, Variant::v4),
+                                   got_v5 = call.run(st, Variant::v5);
           check_logits(call.compare(got, st), Variant::v3, f, st, book,
                        std::string(layout_name(layout)) + " " + cuda::format_name(f) + " " + cuda::storage_name(st) +
                            " pages of " + std::to_string(page_keys));
           check_logits(call.compare(got_v4, st), Variant::v4, f, st, book,
                        std::string(layout_name(layout)) + " " + cuda::format_name(f) + " " + cuda::storage_name(st) +
                            " pages of " + std::to_string(page_keys) + " v4");
+          check_logits(call.compare(got_v5, st), Variant::v5, f, st, book,
+                       std::string(layout_name(layout)) + " " + cuda::format_name(f) + " " + cuda::storage_name(st) +
+                           " pages of " + std::to_string(page_keys) + " v5");
           CHECK(cuda::testing::bitwise_differences(got, call.run(st, Variant::v2)) == 0);
           CHECK(cuda::testing::bitwise_differences(got_v4, got) == 0);
+          CHECK(cuda::testing::bitwise_differences(got_v5, got_v4) == 0);
         }
       }
   MESSAGE(book.table());
 }
 
-TEST_CASE("decode v3 and v4 are bitwise identical over 20 reruns and independent of a sequence's batch neighbours") {
-  for (Variant v : {Variant::v3, Variant::v4})
+TEST_CASE(
+    "decode v3, v4 and v5 are bitwise identical over 20 reruns and independent of a sequence's batch neighbours") {
+  for (Variant v : {Variant::v3, Variant::v4, Variant::v5})
     for (cuda::IndexerCacheLayout layout : {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm})
       for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8}) {
         const std::vector<int32_t> lens{700, 0, 4097, 65, 1, 2000};
@@ -840,16 +851,24 @@ TEST_CASE("zero-length calls: no queries, no keys, empty ranges and empty sequen
     pk.pool_pages = 1;
     pk.block_table = table.get();
     pk.table_stride = 1;
-    GuardedBuffer<float> decoded(3 * 70);
+    // Decode has a v5 (prefill stops at v4): the v4 round runs it too.
+    GuardedBuffer<float> decoded(3 * 70), decoded_v5(3 * 70);
     decoded.poison(0xFF);
+    decoded_v5.poison(0xFF);
     cuda::indexer_logits_decode({64, IndexerFormat::fp8, ScoreStorage::bf16}, in.queries(), pk, zero.get(),
                                 decoded.get(), 70, v);
+    if (v == Variant::v4)
+      cuda::indexer_logits_decode({64, IndexerFormat::fp8, ScoreStorage::bf16}, in.queries(), pk, zero.get(),
+                                  decoded_v5.get(), 70, Variant::v5);
     CUDA_CHECK(cudaDeviceSynchronize());
     for (float x : untouched.download()) CHECK(std::bit_cast<uint32_t>(x) == 0x5A5A5A5Au);
     for (float x : logits.download()) CHECK(x == -kInf);
     for (float x : decoded.download()) CHECK(x == -kInf);
+    if (v == Variant::v4)
+      for (float x : decoded_v5.download()) CHECK(x == -kInf);
     CHECK(logits.damaged_guard_bytes() == 0);
     CHECK(decoded.damaged_guard_bytes() == 0);
+    CHECK(decoded_v5.damaged_guard_bytes() == 0);
   }
 }
 
@@ -903,6 +922,9 @@ TEST_CASE("bad arguments throw before anything is launched (indexer)") {
   CHECK_THROWS_AS(cuda::indexer_logits_prefill({4, IndexerFormat::fp8, ScoreStorage::bf16}, in.queries(), in.keys(),
                                                r.get(), r.get(), logits.get(), 4, Variant::v4),
                   std::invalid_argument);  // v4 needs 64 heads
+  CHECK_THROWS_AS(cuda::indexer_logits_prefill({64, IndexerFormat::fp8, ScoreStorage::bf16}, in.queries(), in.keys(),
+                                               r.get(), r.get(), logits.get(), 4, Variant::v5),
+                  std::invalid_argument);  // prefill stops at v4
   cuda::PagedKeys pk;
   pk.format = IndexerFormat::fp8;  // the call computes FP4
   CHECK_THROWS_AS(cuda::indexer_logits_decode({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), pk, r.get(),
@@ -915,6 +937,9 @@ TEST_CASE("bad arguments throw before anything is launched (indexer)") {
   CHECK_THROWS_AS(cuda::indexer_logits_decode({4, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), pk, r.get(),
                                               logits.get(), 4, Variant::v4),
                   std::invalid_argument);  // v4 needs 64 heads
+  CHECK_THROWS_AS(cuda::indexer_logits_decode({4, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), pk, r.get(),
+                                              logits.get(), 4, Variant::v5),
+                  std::invalid_argument);  // v5 needs 64 heads
   pk.page_keys = 30;
   pk.table_stride = 1;
   CHECK_THROWS_AS(cuda::indexer_logits_decode({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), pk, r.get(),
@@ -923,6 +948,25 @@ TEST_CASE("bad arguments throw before anything is launched (indexer)") {
   CHECK_THROWS_AS(cuda::indexer_logits_decode({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), pk, r.get(),
                                               logits.get(), 4, Variant::v4),
                   std::invalid_argument);
+  CHECK_THROWS_AS(cuda::indexer_logits_decode({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), pk, r.get(),
+                                              logits.get(), 4, Variant::v5),
+                  std::invalid_argument);
+  {
+    // v5's bulk copies need a 16-byte aligned pool: 4 bytes past one is refused (v4 would run it).
+    cuda::PagedKeys shifted;
+    shifted.format = IndexerFormat::fp4;
+    shifted.layout = cuda::IndexerCacheLayout::deepgemm;
+    shifted.page_keys = 64;
+    const DeviceBuffer<uint8_t> pool(static_cast<size_t>(shifted.page_bytes()) + 16);
+    const DeviceBuffer<int32_t> table(std::vector<int32_t>{0, 0});
+    shifted.pool = pool.get() + 4;
+    shifted.pool_pages = 1;
+    shifted.block_table = table.get();
+    shifted.table_stride = 1;
+    CHECK_THROWS_AS(cuda::indexer_logits_decode({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), shifted,
+                                                r.get(), logits.get(), 4, Variant::v5),
+                    std::invalid_argument);
+  }
   pk.page_keys = 32;
   pk.pool_pages = 1;
   pk.table_stride = 1;
@@ -935,7 +979,7 @@ TEST_CASE("bad arguments throw before anything is launched (indexer)") {
                   std::invalid_argument);
 }
 
-TEST_CASE("sanitizer sweep: one small call of every indexer kernel and version (prefill v3, v4, decode v3, v4)") {
+TEST_CASE("sanitizer sweep: one small call of every indexer kernel and version (prefill v3, v4, decode v3 to v5)") {
   // Small on purpose: compute-sanitizer (memcheck, racecheck, initcheck) runs this case.
   const auto c = Case::select(CaseId("indexer_sanitizer_sweep"));
   if (!c) return;
@@ -969,8 +1013,8 @@ TEST_CASE("sanitizer sweep: one small call of every indexer kernel and version (
         const int page_keys = layout == cuda::IndexerCacheLayout::deepgemm ? 64 : 32;
         const PagedCall call({0, 5, 70}, layout, f, page_keys, 72, gen);
         for (float x : call.run(ScoreStorage::fp32, v)) CHECK(!std::isnan(x));
-        if (v == Variant::v2)  // decode has a v3 and a v4 (the other entries stop at v2)
-          for (Variant later : {Variant::v3, Variant::v4})
+        if (v == Variant::v2)  // decode has a v3, a v4 and a v5 (the other entries stop at v2)
+          for (Variant later : {Variant::v3, Variant::v4, Variant::v5})
             for (float x : call.run(ScoreStorage::fp32, later)) CHECK(!std::isnan(x));
       }
       CUDA_CHECK(cudaDeviceSynchronize());

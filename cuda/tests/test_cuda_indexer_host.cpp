@@ -2,9 +2,9 @@
 // the v1 arithmetic (indexer_math.cuh, compiled here for the CPU) bit for bit against the oracle's
 // indexer_q and indexer_scores; the cache offsets against verify/layouts; the e2m1 -> e4m3 unpacking
 // on every code; the v2 epilogue's lane exchange simulated over a warp; the v3 decode's page walk
-// (32-bit page split, slot offsets, each thread's share of a tile) and each lane's share of the v4
-// decode's producer warp; the v3 prefill's work units (prefill_schedule.h); the top-k order keys;
-// the v3 top-k's index arithmetic (slices, warp segments, digits, select bins, the sort network).
+// (32-bit page split, slot offsets, each thread's share of a tile), each lane's share of the v4
+// decode's producer warp and the v5 producer's bulk runs; the v3 prefill's work units (prefill_schedule.h); the top-k
+// order keys; the v3 top-k's index arithmetic (slices, warp segments, digits, select bins, the sort network).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -323,6 +323,67 @@ TEST_CASE("decode v4 page walk: the producer warp's copies cover every code byte
       CHECK(bad_lookup == 0);
       CHECK(std::all_of(code_bytes.begin(), code_bytes.end(), [](int c) { return c == 1; }));
       CHECK(std::all_of(scale_words.begin(), scale_words.end(), [](int c) { return c == 1; }));
+    }
+}
+
+TEST_CASE("decode v5 bulk runs: 16-byte aligned copies of the keys of a page, every byte of a tile once") {
+  namespace pw = cuda::page_walk;
+  using Layout = cuda::IndexerCacheLayout;
+  for (IndexerFormat f : {IndexerFormat::fp8, IndexerFormat::fp4})
+    for (int page_keys : {4, 8, 12, 60, 64, 100, 128, 256, 4100}) {
+      const uint32_t cb = static_cast<uint32_t>(cuda::code_bytes(f));
+      CAPTURE(cb);
+      CAPTURE(page_keys);
+      const pw::PageDivider div = pw::make_page_divider(page_keys);
+      const pw::SlotStrides strides = pw::slot_strides(Layout::deepgemm, f, page_keys);
+      int64_t bad = 0, runs = 0;
+      uint32_t last_page = 0;  // of the walk over full tiles: successive runs on successive pages
+      for (uint32_t tile = 0; tile < 300; ++tile)
+        for (uint32_t n_valid : {64u, 1u, 2u, 3u, 4u, 5u, 31u, 62u, 63u}) {
+          const uint32_t first = tile * pw::kTileKeys;
+          const uint32_t first_page = pw::split(div, first).page;
+          std::vector<int> codes(pw::kTileKeys, 0), scales(pw::kTileKeys, 0);
+          uint32_t bytes = 0;
+          for (uint32_t row = 0; row < n_valid;) {
+            const pw::BulkRun run = pw::bulk_run(div, first, first_page, row, n_valid);
+            ++runs;
+            const uint32_t key = first + row;
+            // The run: keys of one page, starting at this key's slot, ending at the page's end or n_valid.
+            bad += run.row != row || run.keys == 0 || run.slot != key % static_cast<uint32_t>(page_keys);
+            bad += run.page_index != key / static_cast<uint32_t>(page_keys) - first_page;
+            // The producer's window of 32 pages moves one page at a time: each run one page further.
+            const uint32_t page = first_page + run.page_index;
+            if (n_valid == 64) bad += runs > 1 && page != last_page + (row == 0 && run.slot != 0 ? 0 : 1);
+            if (n_valid == 64) last_page = page;
+            bad += run.slot + run.keys != static_cast<uint32_t>(page_keys) && row + run.keys != n_valid;
+            // Only the run ending at n_valid may leave scale words to the lanes.
+            bad += run.keys % 4 != 0 && row + run.keys != n_valid;
+            // Pool page 2 i + 5 for the tile's i-th page: the copies' sources are cache_layout's offsets,
+            // 16-byte aligned, and their sizes multiples of 16.
+            const uint32_t pool_page = 2 * run.page_index + 5;
+            const uint64_t code_at = pw::code_offset(strides, pool_page, run.slot);
+            const uint64_t scale_at = pw::scale_offset(strides, pool_page, run.slot);
+            const cuda::KeyOffsets want = cuda::key_offsets(Layout::deepgemm, f, page_keys, pool_page, run.slot);
+            bad += static_cast<int64_t>(code_at) != want.codes || static_cast<int64_t>(scale_at) != want.scale_word;
+            const uint32_t scale_keys = pw::bulk_scale_keys(run.keys);
+            bad += code_at % 16 != 0 || (cb * run.keys) % 16 != 0;
+            bad += scale_keys > 0 && (scale_at % 16 != 0 || (4 * scale_keys) % 16 != 0);
+            bad += scale_keys > run.keys || run.keys - scale_keys >= 4;
+            for (uint32_t i = 0; i < run.keys; ++i) ++codes[row + i];
+            for (uint32_t i = 0; i < scale_keys; ++i) ++scales[row + i];
+            bytes += cb * run.keys + 4 * scale_keys;
+            row += run.keys;
+          }
+          // The lanes' scale words: the last n_valid % 4 keys.
+          for (uint32_t r = pw::bulk_scale_keys(n_valid); r < n_valid; ++r) ++scales[r];
+          bad += bytes != pw::bulk_tile_bytes(cb, n_valid);
+          for (uint32_t r = 0; r < pw::kTileKeys; ++r) {
+            const int want = r < n_valid ? 1 : 0;
+            bad += codes[r] != want || scales[r] != want;
+          }
+        }
+      CHECK(runs > 0);
+      CHECK(bad == 0);
     }
 }
 
