@@ -64,7 +64,7 @@ struct Smem {
 // threads, thread k takes key 8 r + k and K chunk (k + d) % 8 for r, d < 8: their loads (key x 8 + chunk
 // 16-byte units) and their stores (chunk x 64 + key units) fall in 8 different bank quads.
 __device__ inline void lay_out_fp8_rows(uint8_t* b_tile, const uint8_t* rows, int t) {
-#pragma unroll 1
+#pragma unroll 2
   for (int i = 0; i < 4; ++i) {
     const int k = t % 8, pair = t / 8 + (kGroupThreads / 8) * i;  // pair < 64: (r, d)
     const int key = 8 * (pair % 8) + k, chunk = (k + pair / 8) % 8;
