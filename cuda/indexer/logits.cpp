@@ -68,6 +68,14 @@ void indexer_logits_decode(const LogitsParams& p, const IndexerQueries& q, const
   detail::require(context_lens && logits && keys.pool && keys.block_table,
                   "indexer_logits_decode: context_lens, logits, the pool and the block table must be device pointers, "
                   "got a nullptr");
+  // v2 and later copy DeepGEMM pages in 16-byte units (v5: bulk copies), interleaved ones in 4-byte units.
+  const uintptr_t pool_align = keys.layout == IndexerCacheLayout::deepgemm ? 16 : 4;
+  detail::require(v == Variant::v1 || reinterpret_cast<uintptr_t>(keys.pool) % pool_align == 0,
+                  "indexer_logits_decode " + std::string(variant_name(v)) + ": the pool must be " +
+                      std::to_string(pool_align) + "-byte aligned for the " +
+                      (keys.layout == IndexerCacheLayout::deepgemm ? "DeepGEMM" : "interleaved") +
+                      " layout, got an address " + std::to_string(reinterpret_cast<uintptr_t>(keys.pool) % pool_align) +
+                      " bytes past a boundary: use v1");
   if (v == Variant::v1)
     detail::decode_logits_v1(p, q, keys, context_lens, logits, n_cols, stream);
   else if (v == Variant::v2)

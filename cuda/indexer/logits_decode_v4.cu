@@ -27,8 +27,6 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
-#include <cstdint>
-#include <string>
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/launch_checks.h"
@@ -350,9 +348,6 @@ void decode_logits_v5(const LogitsParams& p, const IndexerQueries& q, const Page
                       const int32_t* context_lens, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream) {
   if (q.count == 0 || n_cols == 0) return;
   const char* who = "indexer_logits_decode v5";
-  detail::require(reinterpret_cast<uintptr_t>(keys.pool) % 16 == 0,
-                  std::string(who) + ": the pool must be 16-byte aligned (bulk copies), got an address " +
-                      std::to_string(reinterpret_cast<uintptr_t>(keys.pool) % 16) + " bytes past a boundary");
   const DecodeArgs a = walk_args(q, keys, context_lens, logits, n_cols, inexact, who);
   dispatch(p.format, p.scores, keys.layout, [&](auto f, auto s, auto l) {
     constexpr IndexerCacheLayout kLayout = decltype(l)::value;

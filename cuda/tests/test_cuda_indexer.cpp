@@ -952,7 +952,7 @@ TEST_CASE("bad arguments throw before anything is launched (indexer)") {
                                               logits.get(), 4, Variant::v5),
                   std::invalid_argument);
   {
-    // v5's bulk copies need a 16-byte aligned pool: 4 bytes past one is refused (v4 would run it).
+    // v2 to v5 copy DeepGEMM pages in 16-byte units (v5: bulk copies): 4 bytes past a boundary is refused.
     cuda::PagedKeys shifted;
     shifted.format = IndexerFormat::fp4;
     shifted.layout = cuda::IndexerCacheLayout::deepgemm;
@@ -963,9 +963,17 @@ TEST_CASE("bad arguments throw before anything is launched (indexer)") {
     shifted.pool_pages = 1;
     shifted.block_table = table.get();
     shifted.table_stride = 1;
-    CHECK_THROWS_AS(cuda::indexer_logits_decode({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), shifted,
-                                                r.get(), logits.get(), 4, Variant::v5),
-                    std::invalid_argument);
+    for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5})
+      CHECK_THROWS_AS(cuda::indexer_logits_decode({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), shifted,
+                                                  r.get(), logits.get(), 4, v),
+                      std::invalid_argument);
+    // The interleaved layout's 4-byte copies: 2 bytes past a boundary is refused.
+    shifted.layout = cuda::IndexerCacheLayout::interleaved;
+    shifted.pool = pool.get() + 2;
+    for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5})
+      CHECK_THROWS_AS(cuda::indexer_logits_decode({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), shifted,
+                                                  r.get(), logits.get(), 4, v),
+                      std::invalid_argument);
   }
   pk.page_keys = 32;
   pk.pool_pages = 1;
