@@ -16,14 +16,14 @@
 // The tiles past the sequence's length are -inf, written without being read, as in v3; keys past it
 // inside a tile are never read (zero-filled) and their columns are -inf.
 //
-// v5 (docs/cuda-indexer.md "Logits decode v5") is v4 with another producer for the DeepGEMM layout:
-// one lane issues a bulk copy (cp.async.bulk) of each run of the tile's keys that share a page, for
-// their codes and for their scale words (page_walk.h's BulkRun), and arrives on the stage's full
-// barrier with the bytes they complete (the other lanes arrive too); nothing waits for a copy but the
-// consumers. The stage holds the
-// pool's rows, which each consumer lays out as the B operand in its scratch (score_tile, StagedCodes::
-// rows) before handing the stage back, so the MMA and epilogue, and the logits, are v4's. The
-// interleaved layout (a key's codes and scale word side by side) runs v4's producer.
+// v5 (docs/cuda-indexer.md "Logits decode v5"; kernel decode_logits_v5) is v4 with another producer
+// for the DeepGEMM layout: one lane issues a bulk copy (cp.async.bulk) of each run of the tile's
+// keys that share a page, for their codes and for their scale words (page_walk.h's BulkRun), and
+// arrives on the stage's full barrier with the bytes they complete (the other lanes arrive too);
+// nothing waits for a copy but the consumers. The stage holds the pool's rows, which each consumer
+// lays out as the B operand in its scratch (score_tile, StagedCodes::rows) before handing the
+// stage back, so the MMA and epilogue, and the logits, are v4's. The interleaved layout (a key's
+// codes and scale word side by side) runs v4's producer.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -274,9 +274,9 @@ __device__ inline void consume(typename Config<F, S, M>::Smem& sm, const DecodeA
   }
 }
 
+// The CTA of sequence blockIdx.x, chunk blockIdx.y (v4's and v5's kernels).
 template <IndexerFormat F, ScoreStorage S, IndexerCacheLayout L, Copies M>
-__global__ void __launch_bounds__(Config<F, S, M>::kThreads, Config<F, S, M>::kCtasPerSm)
-    decode_logits_v4(const DecodeArgs a) {
+__device__ inline void decode_chunk(const DecodeArgs& a) {
   using C = Config<F, S, M>;
   static_assert(M == Copies::lanes || L == IndexerCacheLayout::deepgemm, "decode v5: bulk copies of DeepGEMM pages");
   extern __shared__ __align__(128) uint8_t smem_raw[];
@@ -321,11 +321,27 @@ __global__ void __launch_bounds__(Config<F, S, M>::kThreads, Config<F, S, M>::kC
   consume<F, S, M>(sm, a, b, len, chunk_begin, n_tiles, warp / 4, t % kGroupThreads);
 }
 
+// Two kernel names, so that profilers tell v4 from v5.
+template <IndexerFormat F, ScoreStorage S, IndexerCacheLayout L>
+__global__ void __launch_bounds__(Config<F, S, Copies::lanes>::kThreads, Config<F, S, Copies::lanes>::kCtasPerSm)
+    decode_logits_v4(const DecodeArgs a) {
+  decode_chunk<F, S, L, Copies::lanes>(a);
+}
+template <IndexerFormat F, ScoreStorage S>
+__global__ void __launch_bounds__(Config<F, S, Copies::bulk>::kThreads, Config<F, S, Copies::bulk>::kCtasPerSm)
+    decode_logits_v5(const DecodeArgs a) {
+  decode_chunk<F, S, IndexerCacheLayout::deepgemm, Copies::bulk>(a);
+}
+
 template <IndexerFormat F, ScoreStorage S, IndexerCacheLayout L, Copies M>
 void launch(const DecodeArgs& a, cudaStream_t stream, const char* who) {
   using C = Config<F, S, M>;
-  launch_chunks(decode_logits_v4<F, S, L, M>, a, a.q.count, a.n_cols, C::kThreads,
-                static_cast<int>(sizeof(typename C::Smem)), who, stream);
+  if constexpr (M == Copies::bulk)
+    launch_chunks(decode_logits_v5<F, S>, a, a.q.count, a.n_cols, C::kThreads,
+                  static_cast<int>(sizeof(typename C::Smem)), who, stream);
+  else
+    launch_chunks(decode_logits_v4<F, S, L>, a, a.q.count, a.n_cols, C::kThreads,
+                  static_cast<int>(sizeof(typename C::Smem)), who, stream);
 }
 
 static_assert(page_walk::kTileKeys == kTileKeys, "page_walk's copy plans are for a 64-key tile");
