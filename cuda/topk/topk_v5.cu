@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v5_kernel(const TopkArgs a) 
     // score at a time at its end (nothing past the row's length is read). A warp's 4 scores a lane
     // of one load are a chunk (128 consecutive candidates): counted into pass 0 as they land.
     const PassDigit pass0{0u, 0u, digit_shift(0), static_cast<uint32_t>(digit_bins(0) - 1)};
-    const unsigned hist_base = shared_address(sm.hist[0]);
+    const unsigned hist_base = shared_address(sm.hist);
     const bool aligned = (reinterpret_cast<uintptr_t>(slice) & 15u) == 0;
     const int filled = static_cast<int>(s.hi - s.lo), padded = static_cast<int>(whole_chunks(filled));
     for (int o0 = 4 * t; o0 < padded; o0 += 16 * kThreads) {  // warp-uniform: padded is whole chunks
