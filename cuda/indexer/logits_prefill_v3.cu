@@ -18,8 +18,6 @@
 
 #include <cmath>
 
-#include "cuda/common/cuda_check.h"
-#include "cuda/common/launch_checks.h"
 #include "cuda/common/mbarrier.cuh"
 #include "cuda/common/numerics.cuh"
 #include "cuda/common/register_budget.cuh"
@@ -154,18 +152,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 template <ScoreStorage S>
 void launch(const CUtensorMap& keys_map, const PrefillArgs& a, cudaStream_t stream) {
   const int smem = static_cast<int>(sizeof(Smem<S>)) + 1024;  // + the base's rounding to 1024
-  CUDA_CHECK(cudaFuncSetAttribute(prefill_logits_v3<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  int device = 0, sms = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const prefill_v3::Schedule sched{a.q.count, a.n_cols};
-  const int64_t units = sched.units();
-  detail::require(units <= prefill_v3::kMaxUnits, "indexer_logits_prefill v3: " + std::to_string(a.q.count) +
-                                                      " queries x " + std::to_string(a.n_cols) +
-                                                      " columns make more than 2^31 - 1 units of 4 x 2048");
-  const unsigned grid = static_cast<unsigned>(units < sms ? units : sms);
-  prefill_logits_v3<S><<<grid, kThreads, smem, stream>>>(keys_map, a);
-  CUDA_CHECK_LAUNCH();
+  launch_persistent(prefill_logits_v3<S>, smem, kThreads, keys_map, a, "indexer_logits_prefill v3", stream);
 }
 
 }  // namespace

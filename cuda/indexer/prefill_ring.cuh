@@ -8,7 +8,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/launch_checks.h"
 #include "cuda/common/mbarrier.cuh"
 #include "cuda/common/tma.cuh"
 #include "cuda/indexer/indexer_api.h"
@@ -56,6 +59,26 @@ __device__ inline void produce(const CUtensorMap* keys_map, const PrefillArgs& a
       }
     }
   }
+}
+
+// The persistent grid of a prefill kernel (v3, v4): min(units, SMs) CTAs of `threads` with `smem`
+// bytes of dynamic shared memory, each looping over the schedule's units of kUnitQueries queries x
+// 2048 columns. who: the name errors give.
+using PrefillKernel = void (*)(CUtensorMap, PrefillArgs);
+inline void launch_persistent(PrefillKernel kernel, int smem, int threads, const CUtensorMap& keys_map,
+                              const PrefillArgs& a, const char* who, cudaStream_t stream) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  int device = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const prefill_v3::Schedule sched{a.q.count, a.n_cols};
+  const int64_t units = sched.units();
+  detail::require(units <= prefill_v3::kMaxUnits, std::string(who) + ": " + std::to_string(a.q.count) + " queries x " +
+                                                      std::to_string(a.n_cols) +
+                                                      " columns make more than 2^31 - 1 units of 4 x 2048");
+  const unsigned grid = static_cast<unsigned>(units < sms ? units : sms);
+  kernel<<<grid, threads, smem, stream>>>(keys_map, a);
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace dsv4::cuda::prefill_ring
