@@ -34,6 +34,7 @@
 
 # %%
 import math
+import re
 
 import matplotlib.pyplot as plt
 
@@ -168,4 +169,152 @@ fig, axes = plt.subplots(1, 3, figsize=(15, 3.8))
 for ax, stage in zip(axes, ppr.DISTRIBUTION_STAGES):
     ppr.plot_error_distribution(qk, ax, 0, stage)
 axes[0].legend(fontsize=5)
+fig.tight_layout()
+
+# %% [markdown]
+# ## At V4-Flash dims: heavy q/k dims, three seeds
+#
+# `docs/precision/flash-csa-p4096-qk-outliers.json` (`scripts/precision_runs.sh --publish
+# flash-csa-p4096-qk-outliers`): section 2's Flash layer and 4096-token prefill with the heavy q/k
+# model above (4 dims of every head 10 times larger), official's FP4 and FP8, each with and without
+# the rotation, seeds 1-3. The page's two tables of it (section 4) are checked cell by cell. What
+# the text says, checked:
+#
+# - the rotation is worth recall to both formats at Flash dims too: each paired interval
+#   (without minus with) lies below 0; and less than at tiny dims: the Flash interval lies wholly
+#   above the tiny one;
+# - recall ranks `fp8-indexer` > `fp8-indexer-no-hadamard` > `official` > `fp4-indexer-no-hadamard`,
+#   out NMSE `fp8-indexer` ~ `fp8-indexer-no-hadamard` ~ `official` < `fp4-indexer-no-hadamard`
+#   (unpaired intervals separate where ranked, overlap at `~`);
+# - without the rotation FP4's output NMSE is above official's seed by seed (the paired ratio's
+#   interval lies above 1), FP8's is not resolved against its own with the rotation (holds 1);
+# - heavy q/k dims raise official's recall at Flash dims as at tiny dims (the interval lies above
+#   that of section 2's five seeds without outliers), and FP8's gain over FP4 shrinks (the
+#   intervals separate);
+# - every figure the text quotes, the oracle's CPU seconds included.
+
+# %%
+FLASH_QK = pr.load_report("docs/precision/flash-csa-p4096-qk-outliers.json")
+FLASH_PLAIN = pr.load_report("docs/precision/flash-csa-p4096-seeds.json")
+FLASH_POLICIES = ["official", "fp4-indexer-no-hadamard", "fp8-indexer", "fp8-indexer-no-hadamard"]
+pr.describe_input(FLASH_QK)
+pr.check_report(FLASH_QK, FLASH_POLICIES)
+assert FLASH_QK["input"]["seeds"] == [1, 2, 3], FLASH_QK["input"]["seeds"]
+model = FLASH_QK["input"]["activation_model"]
+assert (model["qk_heavy_channels"], model["qk_heavy_scale"], model["x_heavy_channels"], model["x_tail_dof"]) == \
+    (4, 10.0, 0, 0), model
+assert model["note"].endswith("not a capture of a model's activations")
+assert FLASH_QK["input"]["config"]["name"] == "flash" and "prefill 4096 tokens in calls of 512" in \
+    FLASH_QK["input"]["description"], FLASH_QK["input"]["description"]
+pr.end_to_end_table(FLASH_QK)
+
+DOC = "docs/precision.md"
+SECTION_4 = pr.markdown_section(DOC, "## 4.")
+WORDS_4 = " ".join(SECTION_4.split())
+
+
+def check_quoted(quoted):
+    """Each printed figure is the report's, rounded, and section 4 prints it. A value is a figure, a number, or
+    a tuple of numbers printed in that order ("101 to 134")."""
+    for printed, value, what in quoted:
+        if isinstance(value, tuple):
+            numbers = pr.printed_numbers(printed)
+            assert len(numbers) == len(value), f"{what}: printed {printed!r}, expected {len(value)} numbers"
+            for (shown, tolerance), v in zip(numbers, value):
+                assert abs(shown - v) <= tolerance * (1 + 1e-9), f"{what}: printed {printed!r}, the report has {value}"
+        else:
+            pr.check_printed(printed, value, what)
+        assert re.search(rf"(?<![\d.]){re.escape(printed)}(?![\d])", WORDS_4), \
+            f"{DOC} section 4 no longer quotes {printed} ({what})"
+        print(f"{printed:>30}  {what}")
+
+
+FLASH_TABLE = ["policy (Flash dims, heavy q/k dims)", "recall (rows with a choice)", "out NMSE",
+               "recall − official's (paired)", "out NMSE / official's (paired)"]
+rows = pr.markdown_table(SECTION_4, FLASH_TABLE)
+assert [row[FLASH_TABLE[0]] for row in rows] == FLASH_POLICIES, rows
+for row in rows:
+    name = row[FLASH_TABLE[0]]
+    pr.check_printed(row[FLASH_TABLE[1]], pr.end_to_end_figure(FLASH_QK, name, "recall"), f"section 4, {name}, recall")
+    pr.check_printed(row[FLASH_TABLE[2]], pr.end_to_end_figure(FLASH_QK, name, "out"), f"section 4, {name}, out NMSE")
+    if name == "official":
+        assert row[FLASH_TABLE[3]] == row[FLASH_TABLE[4]] == "", "official against itself is left blank"
+        continue
+    pr.check_printed(row[FLASH_TABLE[3]], pr.paired(FLASH_QK, name, "recall"), f"section 4, {name}, paired recall")
+    pr.check_printed(row[FLASH_TABLE[4]], pr.paired(FLASH_QK, name, "out"), f"section 4, {name}, paired out NMSE")
+
+# The rotation's worth, without minus with, seed by seed, at both dims.
+ROTATION_TABLE = ["format (indexer q/k)", "Flash dims, 3 seeds", "tiny dims, 5 seeds"]
+rotation = {"FP4 UE8M0 block 32 (official)": ("official", "fp4-indexer-no-hadamard"),
+            "FP8 e4m3 per head": ("fp8-indexer", "fp8-indexer-no-hadamard")}
+rows = pr.markdown_table(SECTION_4, ROTATION_TABLE)
+assert [row[ROTATION_TABLE[0]] for row in rows] == list(rotation), rows
+worth = {}
+for row in rows:
+    with_it, without = rotation[row[ROTATION_TABLE[0]]]
+    flash, tiny = pr.paired(FLASH_QK, without, "recall", with_it), pr.paired(qk, without, "recall", with_it)
+    pr.check_printed(row[ROTATION_TABLE[1]], flash, f"section 4, the rotation's worth to {with_it}, Flash dims")
+    pr.check_printed(row[ROTATION_TABLE[2]], tiny, f"section 4, the rotation's worth to {with_it}, tiny dims")
+    assert flash["high"] < 0, (with_it, "at Flash dims the rotation is worth recall", flash)
+    assert flash["low"] > tiny["high"], (with_it, "the rotation is worth less at Flash dims than at tiny", flash, tiny)
+    worth[with_it] = flash, tiny
+    print(f"{with_it:<12} without - with: Flash {pr.fmt_interval(flash, 4)}   tiny {pr.fmt_interval(tiny, 4)}")
+
+FLASH_RECALL_RANKING = "`fp8-indexer` > `fp8-indexer-no-hadamard` > `official` > `fp4-indexer-no-hadamard`"
+FLASH_OUT_RANKING = "`fp8-indexer` ~ `fp8-indexer-no-hadamard` ~ `official` < `fp4-indexer-no-hadamard`"
+assert f"Recall ranks {FLASH_RECALL_RANKING}" in WORDS_4, f"section 4 no longer ranks recall as {FLASH_RECALL_RANKING}"
+assert f"out NMSE ranks {FLASH_OUT_RANKING}" in WORDS_4, f"section 4 no longer ranks out NMSE as {FLASH_OUT_RANKING}"
+pr.check_ranking(FLASH_QK, FLASH_RECALL_RANKING, "recall")
+pr.check_ranking(FLASH_QK, FLASH_OUT_RANKING, "out")
+
+fp4_out = pr.paired(FLASH_QK, "fp4-indexer-no-hadamard", "out")
+fp8_out = pr.paired(FLASH_QK, "fp8-indexer-no-hadamard", "out", "fp8-indexer")
+assert fp4_out["low"] > 1, ("without the rotation FP4's output NMSE is above official's, seed by seed", fp4_out)
+assert fp8_out["low"] <= 1 <= fp8_out["high"], ("FP8's output NMSE without the rotation: not resolved", fp8_out)
+plain_official = pr.end_to_end_figure(FLASH_PLAIN, "official", "recall")
+assert pr.separated(pr.end_to_end_figure(FLASH_QK, "official", "recall"), plain_official), \
+    "heavy q/k dims raise official's recall at Flash dims"
+gain_plain, gain_qk = pr.paired(FLASH_PLAIN, "fp8-indexer", "recall"), pr.paired(FLASH_QK, "fp8-indexer", "recall")
+assert 0 < gain_qk["low"] and gain_qk["high"] < gain_plain["low"], ("FP8's gain over FP4 shrinks", gain_qk, gain_plain)
+
+policy_cpu = [pr.number(v) for p in FLASH_POLICIES for v in pr.policy(FLASH_QK, p)["time"]["cpu_seconds"]["values"]]
+reference_cpu = [pr.number(v) for v in FLASH_QK["reference_time"]["cpu_seconds"]["values"]]
+QUOTED_FLASH = [
+    ("−0.0206 [−0.0223, −0.0189]", worth["official"][0], "the rotation's worth to FP4, Flash dims"),
+    ("−0.0888 [−0.0951, −0.0825]", worth["official"][1], "the rotation's worth to FP4, tiny dims"),
+    ("−0.0028 [−0.0029, −0.0027]", worth["fp8-indexer"][0], "the rotation's worth to FP8, Flash dims"),
+    ("−0.0129 [−0.0153, −0.0105]", worth["fp8-indexer"][1], "the rotation's worth to FP8, tiny dims"),
+    ("0.9500 [0.9486, 0.9514]", pr.choice_buckets(FLASH_QK, "fp4-indexer-no-hadamard")[-1],
+     "fp4-indexer-no-hadamard's recall at 3840-4095"),
+    ("0.9797 [0.9788, 0.9807]", pr.choice_buckets(FLASH_QK, "official")[-1], "official's recall at 3840-4095"),
+    ("1.46 [1.10, 1.82]", fp4_out, "fp4-indexer-no-hadamard's out NMSE / official's"),
+    ("2.05 [1.92, 2.18]", pr.paired(qk, "fp4-indexer-no-hadamard", "out"), "the same at tiny dims"),
+    ("1.06 [0.99, 1.13]", fp8_out, "fp8-indexer-no-hadamard's out NMSE / fp8-indexer's"),
+    ("1.18 [1.06, 1.29]", pr.paired(qk, "fp8-indexer-no-hadamard", "out", "fp8-indexer"), "the same at tiny dims"),
+    ("0.9867 [0.9862, 0.9871]", pr.end_to_end_figure(FLASH_QK, "official", "recall"), "official's recall, heavy q/k"),
+    ("0.9598 [0.9597, 0.9599]", plain_official, "official's recall without outliers (section 2)"),
+    ("+0.0270 [+0.0269, +0.0272]", gain_plain, "FP8's gain over FP4 without outliers"),
+    ("+0.0038 [+0.0034, +0.0043]", gain_qk, "FP8's gain over FP4, heavy q/k dims"),
+    ("101 to 134", (min(policy_cpu), max(policy_cpu)), "a policy's CPU seconds"),
+    ("96 to 108", (min(reference_cpu), max(reference_cpu)), "the exact reference's CPU seconds"),
+]
+check_quoted(QUOTED_FLASH)
+
+# Every "mean [low, high]" the Flash subsection prints is one checked above (a table cell or a quoted figure):
+# a figure changed in one of the places that print it fails here.
+checked = {cell for table in (FLASH_TABLE, ROTATION_TABLE) for row in pr.markdown_table(SECTION_4, table)
+           for cell in row.values()}
+checked |= {printed for printed, _, _ in QUOTED_FLASH}
+flash_text = " ".join(SECTION_4[SECTION_4.index("### At Flash dims"):SECTION_4.index("What was not run at Flash")].split())
+printed_intervals = re.findall(r"[+\-−]?[\d.]+ \[[^\]]+\]", flash_text)
+assert len(printed_intervals) > 20, printed_intervals
+for printed in printed_intervals:
+    assert printed in checked, f"{DOC} section 4 prints {printed}, which is no figure checked against the reports"
+
+# %%
+fig, ax = plt.subplots(figsize=(9, 4.5))
+ppr.plot_recall_vs_position(FLASH_QK, ax, 0)
+ax.set_title("Flash dims, heavy q/k dims (model): recall vs exact, 3 seeds (95% bands)")
+ax.set_xlim(1800, 4100)
+ax.legend(fontsize=7)
 fig.tight_layout()
