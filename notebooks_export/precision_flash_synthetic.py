@@ -14,7 +14,7 @@
 # %% [markdown]
 # # Precision policies at V4-Flash dims (synthetic inputs, over seeds)
 #
-# The study of `docs/precision.md` sections 2, 3 and 6: one V4-Flash CSA layer (dim 4096, 64 heads
+# The study of `docs/precision.md` sections 2, 3 and 6 (and section 5's 16K run of the same layer): one V4-Flash CSA layer (dim 4096, 64 heads
 # x 512, indexer 64 heads x 128, top-512) with random weights on the checkpoint's number grids and
 # x ~ N(0, 1) in bf16, a 4096-token prefill in calls of 512, each policy against `exact`; eight
 # policies (the indexer formats, bf16 and the one-switch policies), five seeds, each drawing its own
@@ -26,7 +26,9 @@
 #   (`scripts/precision_runs.sh flash-csa-p4096-seeds`, then `--publish flash-csa-p4096-seeds`);
 # - `docs/precision/flash-csa-p4096.json`: an earlier run of seed 1 of every policy named then
 #   (format 1), for the five policies the study does not hold;
-# - `docs/precision/tiny-csa-p1000.json`: the tiny-dims seeds section 3 quotes beside Flash's.
+# - `docs/precision/tiny-csa-p1000.json`: the tiny-dims seeds section 3 quotes beside Flash's;
+# - `docs/precision/flash-csa-p16384.json`: the same layer to 16,384 tokens, seed 1 only (section 5;
+#   `scripts/precision_runs.sh --publish flash-csa-p16384`).
 #
 # The indexer keeps 512 of the (t + 1) / 4 visible entries, so it has a choice only from position
 # 2051 on, 2045 rows a seed; before that its recall is 1 by construction. Random weights do not
@@ -35,9 +37,9 @@
 # The notebook checks what its text and the page say, so that a wrong report, or a page that no
 # longer matches its reports, fails it (ctest runs it): the policies and seeds, recall within
 # [0, 1], every cell of the page's tables from these reports (section 2's study and seed-1 tables,
-# section 3's Flash table, section 6's times), each ranking by separated 95% intervals (and no
-# separation where the page writes `~`), recall falling with context, and every figure the text of
-# sections 2, 3 and 6 quotes.
+# section 3's Flash table, section 5's 16K tables, section 6's times), each ranking by separated 95%
+# intervals (and no separation where the page writes `~`), recall falling with context, and every
+# figure the text of sections 2, 3, 5 and 6 quotes.
 
 # %%
 import os
@@ -564,3 +566,177 @@ check_quoted([
      "every policy's CPU s but the seed-1 unit's"),
     ("25 to 29", (min(per_token_ms), max(per_token_ms)), "ms of CPU a token"),
 ], SECTION_6, "section 6")
+
+# %% [markdown]
+# ## 16,384 tokens, one seed (section 5)
+#
+# `docs/precision/flash-csa-p16384.json` (`scripts/precision_runs.sh --publish flash-csa-p16384`):
+# the same layer to 16,384 tokens (4096 compressed entries at the end, top-512), calls of 512, five
+# policies, seed 1 only: every figure is one draw, without an interval, so the page ranks nothing
+# on it. Checked: the policies, the seed, recall within [0, 1], the rows (positions 3..16383; a
+# choice from 2051 on); every cell of section 5's tables (recall and layer-output NMSE by bucket of
+# 1024 positions, the oracle's CPU seconds); that fp32-probs makes official's selections row by
+# row; that its first 4096 positions are seed 1 of the 4096-token study (the same weights and x, and
+# a causal layer: the recall over positions 2051-4095 is that seed's, to rounding); that recall
+# falls with context (the last bucket below the first, and no bucket above the one before it) for
+# every policy; and the figures the text quotes.
+
+# %%
+LONG = pr.load_report("docs/precision/flash-csa-p16384.json")
+LONG_POLICIES = ["official", "fp8-indexer", "nvfp4-indexer", "fp32-probs", "bf16"]
+SECTION_5 = pr.markdown_section(DOC, "## 5.")
+WORDS_5 = " ".join(SECTION_5.split())
+pr.describe_input(LONG)
+pr.check_report(LONG, LONG_POLICIES)
+assert LONG["input"]["seeds"] == [1], LONG["input"]["seeds"]
+assert LONG["input"]["config"]["max_seq_len"] == 16384 and "prefill 16384 tokens in calls of 512" in \
+    LONG["input"]["description"], LONG["input"]["description"]
+assert LONG["input"]["activation_model"]["qk_heavy_channels"] == 0 and \
+    LONG["input"]["activation_model"]["x_heavy_channels"] == 0, LONG["input"]["activation_model"]
+assert LONG["position_bucket"] == 1024, LONG["position_bucket"]
+for name in LONG_POLICIES:
+    r = pr.recall(LONG, name)
+    assert (r["rows"], r["rows_with_choice"]) == (16384 - 3, 16384 - 2051), (name, r["rows"], r["rows_with_choice"])
+    assert r["mean_with_choice"]["low"] is None, (name, "one seed has no interval")
+assert pr.recall(LONG, "fp32-probs") == pr.recall(LONG, "official"), "fp32-probs: not official's selections"
+pr.end_to_end_table(LONG)
+
+# The first 4096 positions: seed 1 of the 4096-token study, whose rows with a choice are those of the first two
+# buckets with a choice here.
+first_two = [b for b in pr.recall(LONG, "official")["by_position"] if b["rows_with_choice"] > 0][:2]
+assert (first_two[0]["first_position"], first_two[1]["last_position"]) == (2048, 4095), first_two
+for name in ["official", "fp8-indexer", "nvfp4-indexer", "bf16"]:
+    buckets = [b for b in pr.recall(LONG, name)["by_position"] if b["rows_with_choice"] > 0][:2]
+    pooled = sum(pr.number(b["mean_with_choice"]["mean"]) * b["rows_with_choice"] for b in buckets) / \
+        sum(b["rows_with_choice"] for b in buckets)
+    seed_1 = pr.number(pr.end_to_end_figure(REPORT, name, "recall")["values"][0])
+    assert abs(pooled - seed_1) < 1e-12, (name, "positions 2051-4095 are not seed 1 of the 4096-token study",
+                                          pooled, seed_1)
+    print(f"{name:<14} recall over 2051-4095: {pooled:.6f} here, {seed_1:.6f} in seed 1 of the 4096-token study")
+
+# Recall falls with context, bucket by bucket (one seed: the last below the first, none above the one before).
+pr.check_recall_falls(LONG, LONG_POLICIES)
+for name in LONG_POLICIES:
+    means = [pr.number(b["mean_with_choice"]["mean"]) for b in pr.recall(LONG, name)["by_position"]
+             if b["rows_with_choice"] > 0]
+    assert all(later <= earlier for earlier, later in zip(means, means[1:])), (name, "recall rises", means)
+
+RECALL_16K = ["positions", "official", "fp8-indexer", "nvfp4-indexer", "bf16"]
+OUT_16K = ["positions", "official", "fp8-indexer", "nvfp4-indexer", "fp32-probs", "bf16"]
+
+
+def bucket_label(b):
+    return f"{b['first_position']}–{b['last_position']}"
+
+
+recall_rows = pr.markdown_table(SECTION_5, RECALL_16K)
+choice = [b for b in pr.recall(LONG, "official")["by_position"] if b["rows_with_choice"] > 0]
+assert [row["positions"] for row in recall_rows] == [bucket_label(b) for b in choice], recall_rows
+for row in recall_rows:
+    for name in RECALL_16K[1:]:
+        b = next(b for b in pr.recall(LONG, name)["by_position"] if bucket_label(b) == row["positions"])
+        pr.check_printed(row[name], b["mean_with_choice"], f"section 5, recall, {name}, {row['positions']}")
+out_rows = pr.markdown_table(SECTION_5, OUT_16K)
+out_buckets = pr.policy(LONG, "official")["layers"][0]["end_to_end"]["output_by_position"]
+assert [row["positions"] for row in out_rows] == [bucket_label(b) for b in out_buckets], out_rows
+for row in out_rows:
+    for name in OUT_16K[1:]:
+        b = next(b for b in pr.policy(LONG, name)["layers"][0]["end_to_end"]["output_by_position"]
+                 if bucket_label(b) == row["positions"])
+        pr.check_printed(row[name], b["layer_nmse"], f"section 5, out NMSE, {name}, {row['positions']}")
+
+TIME_16K = ["policy", "CPU seconds, 16,384 tokens", "ms of CPU a token"]
+time_rows = pr.markdown_table(SECTION_5, TIME_16K)
+assert [row["policy"] for row in time_rows] == ["exact (reference)"] + LONG_POLICIES, time_rows
+long_cpu = {}
+for row in time_rows:
+    name = row["policy"]
+    t = LONG["reference_time"] if name == "exact (reference)" else pr.policy(LONG, name)["time"]
+    long_cpu[name] = pr.number(t["cpu_seconds"]["mean"])
+    pr.check_printed(row[TIME_16K[1]], long_cpu[name], f"section 5, {name}, CPU seconds")
+    pr.check_printed(row[TIME_16K[2]], 1000 * long_cpu[name] / 16384, f"section 5, {name}, ms a token")
+    print(f"{name:<18} {long_cpu[name]:8.0f} CPU s  {1000 * long_cpu[name] / 16384:5.1f} ms a token")
+
+fig, axes = plt.subplots(1, 2, figsize=(15, 4.8))
+ppr.plot_recall_vs_position(LONG, axes[0], 0)
+axes[0].set_title("top-k recall vs exact to 16K, seed 1")
+axes[0].set_xlim(1800, 16500)
+axes[0].legend(fontsize=7)
+ppr.plot_output_error_vs_position(LONG, axes[1], 0)
+axes[1].legend(fontsize=7)
+fig.tight_layout()
+
+# %% [markdown]
+# What section 5's text says, checked: fp32-probs' layer-output NMSE within 0.1% of official's in
+# every bucket; the order of the policies' recall in every bucket of this seed (fp8-indexer,
+# nvfp4-indexer, official, bf16), which the page says is not a ranking; the figures it quotes.
+
+# %%
+official_out = pr.policy(LONG, "official")["layers"][0]["end_to_end"]["output_by_position"]
+fp32_probs_out = pr.policy(LONG, "fp32-probs")["layers"][0]["end_to_end"]["output_by_position"]
+for a, b in zip(official_out, fp32_probs_out):
+    ratio = pr.number(b["layer_nmse"]["mean"]) / pr.number(a["layer_nmse"]["mean"])
+    assert abs(ratio - 1) < 1e-3, (bucket_label(a), "fp32-probs' out NMSE is not within 0.1% of official's", ratio)
+ORDER_16K = ["fp8-indexer", "nvfp4-indexer", "official", "bf16"]
+for i, b in enumerate(pr.recall(LONG, "official")["by_position"]):
+    if b["rows_with_choice"] == 0:
+        continue
+    means = [pr.number(pr.recall(LONG, n)["by_position"][i]["mean_with_choice"]["mean"]) for n in ORDER_16K]
+    assert all(x > y for x, y in zip(means, means[1:])), (bucket_label(b), "not in section 2's order", means)
+assert "one seed does not make that a ranking at 16K" in WORDS_5
+
+
+def long_bucket(name, first):
+    return next(b for b in pr.recall(LONG, name)["by_position"] if b["first_position"] == first)["mean_with_choice"]
+
+
+def long_out_bucket(name, first):
+    return next(b for b in pr.policy(LONG, name)["layers"][0]["end_to_end"]["output_by_position"]
+                if b["first_position"] == first)["layer_nmse"]
+
+
+policy_cpu = [long_cpu[n] for n in LONG_POLICIES]
+walls = [pr.number(LONG["reference_time"]["wall_seconds"]["mean"])] + \
+    [pr.number(pr.policy(LONG, n)["time"]["wall_seconds"]["mean"]) for n in LONG_POLICIES]
+cpu_4096 = [pr.number(v) for n in LONG_POLICIES for v in pr.policy(REPORT, n)["time"]["cpu_seconds"]["values"]]
+growth = (sum(policy_cpu) / len(policy_cpu)) / (sum(cpu_4096) / len(cpu_4096))
+assert 5.5 < growth < 6.5, ("four times the tokens cost about 6 times the CPU", growth)
+assert max(policy_cpu) / min(policy_cpu) < 1.01, ("the policies differ by less than 1%", policy_cpu)
+assert all(39.5 <= 1000 * c / 16384 <= 40.5 for c in policy_cpu), "about 40 ms of CPU a token"
+seed_1_bf16 = pr.number(pr.end_to_end_figure(REPORT, "bf16", "recall")["values"][0])
+QUOTED_5 = [(f"{pr.number(long_bucket(n, first)['mean']):.4f}", long_bucket(n, first), f"{n}'s recall at {first}")
+            for n in ORDER_16K for first in (2048, 15360)]
+QUOTED_5 += [(f"{pr.number(pr.end_to_end_figure(LONG, n, 'recall')['mean']):.4f}",
+              pr.end_to_end_figure(LONG, n, "recall"), f"{n}'s recall, every row with a choice") for n in ORDER_16K]
+QUOTED_5 += [
+    ("0.0038", long_out_bucket("official", 0), "official's out NMSE at 0-1023"),
+    ("0.0033", long_out_bucket("official", 1024), "official's out NMSE at 1024-2047"),
+    ("0.0303", long_out_bucket("official", 2048), "official's out NMSE at 2048-3071"),
+    ("0.1356", long_out_bucket("official", 15360), "official's out NMSE at 15360-16383"),
+    ("0.0815", pr.end_to_end_figure(LONG, "official", "out"), "official's out NMSE"),
+    ("0.0288", pr.end_to_end_figure(LONG, "fp8-indexer", "out"), "fp8-indexer's out NMSE"),
+    ("0.0686", pr.end_to_end_figure(LONG, "nvfp4-indexer", "out"), "nvfp4-indexer's out NMSE"),
+    ("0.292", pr.end_to_end_figure(LONG, "bf16", "out"), "bf16's out NMSE"),
+    ("0.0176 [0.0173, 0.0180]", pr.end_to_end_figure(REPORT, "official", "out"), "official's out NMSE, 4096 tokens"),
+    ("0.9598", pr.end_to_end_figure(REPORT, "official", "recall")["values"][0], "official's recall, seed 1, 4096"),
+    ("0.9598 [0.9597, 0.9599]", pr.end_to_end_figure(REPORT, "official", "recall"), "official's recall, 5 seeds"),
+    ("0.8965", seed_1_bf16, "bf16's recall, seed 1, 4096 tokens"),
+    ("0.9000 [0.8975, 0.9026]", pr.end_to_end_figure(REPORT, "bf16", "recall"), "bf16's recall, 5 seeds"),
+    ("652 to 657", (min(policy_cpu), max(policy_cpu)), "a policy's CPU seconds at 16K"),
+    ("612", long_cpu["exact (reference)"], "the reference's CPU seconds at 16K"),
+    ("679 to 1353", (min(walls), max(walls)), "wall seconds at 16K"),
+]
+check_quoted(QUOTED_5, SECTION_5, "section 5")
+
+# Every figure of four or three decimals (or an interval) that section 5's text prints outside its tables is one
+# quoted above: a figure changed in one place that prints it fails here.
+quoted_5 = {printed for printed, _, _ in QUOTED_5}
+text_5 = " ".join(" ".join(line for line in SECTION_5.splitlines() if not line.startswith("|")).split())
+text_5 = text_5[text_5.index("- **Recall keeps falling"):text_5.index("The oracle's CPU seconds")]
+intervals_5 = re.findall(r"[+\-−]?\d+\.\d+ \[[^\]]+\]", text_5)
+numbers_5 = re.findall(r"(?<![\d.])\d\.\d{3,4}(?![\d])", re.sub(r"[+\-−]?\d+\.\d+ \[[^\]]+\]", " ", text_5))
+# The seeds' spread at 4096 tokens, which section 2 states and its checks above back: ±0.0001 and bf16's ±0.003.
+spread = {"0.0001", "0.003"}
+assert len(intervals_5) + len(numbers_5) > 20, (intervals_5, numbers_5)
+for printed in intervals_5 + numbers_5:
+    assert printed in quoted_5 | spread, f"{DOC} section 5 prints {printed}, which is no figure checked against the reports"
