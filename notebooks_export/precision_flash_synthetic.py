@@ -14,8 +14,9 @@
 # %% [markdown]
 # # Precision policies at V4-Flash dims (synthetic inputs, over seeds)
 #
-# The study of `docs/precision.md` sections 2, 3 and 6 (and section 5's 16K run of the same layer): one V4-Flash CSA layer (dim 4096, 64 heads
-# x 512, indexer 64 heads x 128, top-512) with random weights on the checkpoint's number grids and
+# The study of `docs/precision.md` sections 2, 3 and 6, and section 5's 16K run of the same layer:
+# one V4-Flash CSA layer (dim 4096, 64 heads x 512, indexer 64 heads x 128, top-512) with random
+# weights on the checkpoint's number grids and
 # x ~ N(0, 1) in bf16, a 4096-token prefill in calls of 512, each policy against `exact`; eight
 # policies (the indexer formats, bf16 and the one-switch policies), five seeds, each drawing its own
 # weights and inputs, every figure the mean over the seeds with its 95% interval (Student t). Making
