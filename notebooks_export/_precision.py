@@ -340,6 +340,23 @@ def check_printed(cell, actual, what):
             f"{what}: printed {cell!r}, the report has {', '.join(f'{number(v):.6g}' for v in expected)}"
 
 
+
+def check_quoted(quoted, section_text, where):
+    """Each (printed, value, what) of `quoted` is the report's figure, rounded, and `section_text` (the text of
+    `where`, e.g. "docs/precision.md section 4") prints it. A value is a figure, a number, or a tuple of numbers
+    printed in that order ("101 to 134")."""
+    text = " ".join(section_text.split())
+    for printed, value, what in quoted:
+        if isinstance(value, tuple):
+            numbers = printed_numbers(printed)
+            assert len(numbers) == len(value), f"{what}: printed {printed!r}, expected {len(value)} numbers"
+            for (shown, tolerance), v in zip(numbers, value):
+                assert abs(shown - v) <= tolerance * (1 + 1e-9), f"{what}: printed {printed!r}, the report has {value}"
+        else:
+            check_printed(printed, value, what)
+        assert re.search(rf"(?<![\d.]){re.escape(printed)}(?![\d])", text), f"{where} no longer quotes {printed} ({what})"
+        print(f"{printed:>32}  {what}")
+
 def markdown_section(path, heading):
     """The text of the section of a Markdown file (relative to the repository) whose heading starts with
     `heading` ("## 2."), up to the next heading of its level."""

@@ -253,24 +253,9 @@ QUOTED_2 += [
 ]
 
 
-def check_quoted(quoted, section_text, section):
-    """Each printed figure is the report's, rounded, and the section prints it. A value is a figure, a number, or
-    a tuple of numbers printed in that order ("140 to 151")."""
-    text = " ".join(section_text.split())
-    for printed, value, what in quoted:
-        if isinstance(value, tuple):
-            numbers = pr.printed_numbers(printed)
-            assert len(numbers) == len(value), f"{what}: printed {printed!r}, expected {len(value)} numbers"
-            for (shown, tolerance), v in zip(numbers, value):
-                assert abs(shown - v) <= tolerance * (1 + 1e-9), f"{what}: printed {printed!r}, the report has {value}"
-        else:
-            pr.check_printed(printed, value, what)
-        assert re.search(rf"(?<![\d.]){re.escape(printed)}(?![\d])", text), \
-            f"{DOC} {section} no longer quotes {printed} ({what})"
-        print(f"{printed:>32}  {what}")
 
 
-check_quoted(QUOTED_2, SECTION_2, "section 2")
+pr.check_quoted(QUOTED_2, SECTION_2, f"{DOC} section 2")
 
 # %% [markdown]
 # ## Output error: by position and by stage
@@ -395,7 +380,7 @@ fp32_recall = earlier_cells("fp32")[RECALL]
 fp32_swapped = (1 - fp32_recall) * CHOICE_PER_SEED * 512
 assert abs(fp32_swapped - 4) < 1e-6, f"fp32 at seed 1 swaps {fp32_swapped} entries, the text says 4"
 assert "4 of the 2045 × 512 selected entries differ" in words
-check_quoted([
+pr.check_quoted([
     ("0.9601", earlier_cells("mxfp4-indexer")[RECALL], "mxfp4-indexer's recall, seed 1"),
     ("0.9598", earlier_cells("official")[RECALL], "official's recall, seed 1"),
     ("0.9868", earlier_cells("fp8-indexer-no-hadamard")[RECALL], "fp8-indexer-no-hadamard's recall, seed 1"),
@@ -409,7 +394,7 @@ check_quoted([
     ("5.8e-6", earlier_stage("no-kv-quant", "compressor/entries")["nmse"], "no-kv-quant's compressed entries' NMSE"),
     ("1.6e-6", earlier_cells("fp32")[OUT], "fp32's out NMSE, seed 1"),
     ("1.2e-10", max(earlier_stage("fp32", s)["nmse"] for s in pr.BEFORE_TOPK), "fp32's NMSE before the top-k"),
-], SECTION_2, "section 2")
+], SECTION_2, f"{DOC} section 2")
 
 # %% [markdown]
 # ## Each choice alone (section 3)
@@ -471,7 +456,7 @@ assert 0.7 <= 1 - share["high"] and 1 - share["low"] <= 0.8, ("not about three q
 tiny_keys = pr.paired(TINY, "fp4-indexer-keys-only", "recall")
 tiny_fp32 = pr.paired(TINY, "fp32", "recall")
 assert 0.2 <= tiny_keys["mean"] / tiny_fp32["mean"] <= 0.3, ("tiny dims: not about a quarter", tiny_keys, tiny_fp32)
-check_quoted([
+pr.check_quoted([
     ("−0.004% [−0.014%, +0.007%]", percent_change(pr.paired(REPORT, "fp32-probs", "out")),
      "fp32 P's out NMSE change"),
     ("−0.008%", percent_change(fp32_probs_attn)["mean"], "fp32 P's attn/core NMSE change"),
@@ -487,7 +472,7 @@ check_quoted([
      "FP8 keys only - fp8-indexer"),
     ("+0.006", pr.paired(TINY, "fp8-indexer-keys-only", "recall", "fp8-indexer")["mean"],
      "FP8 keys only - fp8-indexer, tiny dims"),
-], SECTION_3, "section 3")
+], SECTION_3, f"{DOC} section 3")
 
 # %% [markdown]
 # ## The oracle's time per policy (section 6)
@@ -554,7 +539,7 @@ fp8_seed_2 = times("fp8-indexer")
 assert fp8_seed_2[1][1] / fp8_seed_2[0][1] > 4, "fp8-indexer's seed 2: wall not 4 times its CPU time"
 per_token_ms = [1000 * s / 4096 for s in uncontended_policies]
 official_wall = pr.policy(REPORT, "official")["time"]["wall_seconds"]
-check_quoted([
+pr.check_quoted([
     ("0.52–0.53", (min(ratio["H200"]), max(ratio["H200"])), "wall/CPU on the H200 host"),
     ("0.93 to 4.3", (min(ratio["here"]), max(ratio["here"])), "wall/CPU here"),
     ("94 to 609", (min(wall["here"]), max(wall["here"])), "wall seconds here"),
@@ -566,7 +551,7 @@ check_quoted([
     ("101 to 119", (min(uncontended_policies), max(uncontended_policies)),
      "every policy's CPU s but the seed-1 unit's"),
     ("25 to 29", (min(per_token_ms), max(per_token_ms)), "ms of CPU a token"),
-], SECTION_6, "section 6")
+], SECTION_6, f"{DOC} section 6")
 
 # %% [markdown]
 # ## 16,384 tokens, one seed (section 5)
@@ -727,7 +712,7 @@ QUOTED_5 += [
     ("612", long_cpu["exact (reference)"], "the reference's CPU seconds at 16K"),
     ("679 to 1353", (min(walls), max(walls)), "wall seconds at 16K"),
 ]
-check_quoted(QUOTED_5, SECTION_5, "section 5")
+pr.check_quoted(QUOTED_5, SECTION_5, f"{DOC} section 5")
 
 # Every figure of four or three decimals (or an interval) that section 5's text prints outside its tables is one
 # quoted above: a figure changed in one place that prints it fails here.

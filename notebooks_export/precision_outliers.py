@@ -213,20 +213,6 @@ SECTION_4 = pr.markdown_section(DOC, "## 4.")
 WORDS_4 = " ".join(SECTION_4.split())
 
 
-def check_quoted(quoted):
-    """Each printed figure is the report's, rounded, and section 4 prints it. A value is a figure, a number, or
-    a tuple of numbers printed in that order ("101 to 134")."""
-    for printed, value, what in quoted:
-        if isinstance(value, tuple):
-            numbers = pr.printed_numbers(printed)
-            assert len(numbers) == len(value), f"{what}: printed {printed!r}, expected {len(value)} numbers"
-            for (shown, tolerance), v in zip(numbers, value):
-                assert abs(shown - v) <= tolerance * (1 + 1e-9), f"{what}: printed {printed!r}, the report has {value}"
-        else:
-            pr.check_printed(printed, value, what)
-        assert re.search(rf"(?<![\d.]){re.escape(printed)}(?![\d])", WORDS_4), \
-            f"{DOC} section 4 no longer quotes {printed} ({what})"
-        print(f"{printed:>30}  {what}")
 
 
 FLASH_TABLE = ["policy (Flash dims, heavy q/k dims)", "recall (rows with a choice)", "out NMSE",
@@ -298,7 +284,7 @@ QUOTED_FLASH = [
     ("101 to 134", (min(policy_cpu), max(policy_cpu)), "a policy's CPU seconds"),
     ("96 to 108", (min(reference_cpu), max(reference_cpu)), "the exact reference's CPU seconds"),
 ]
-check_quoted(QUOTED_FLASH)
+pr.check_quoted(QUOTED_FLASH, SECTION_4, f"{DOC} section 4")
 
 # Every "mean [low, high]" the Flash subsection prints is one checked above (a table cell or a quoted figure):
 # a figure changed in one of the places that print it fails here.
