@@ -25,6 +25,17 @@
 // boundary list and their counters are set before pass 0's cluster barrier and written by the
 // other CTAs only after it; the kernel's last cluster barrier completes them before CTA 0 reads
 // them, and no CTA touches another's memory after it.
+//
+// Inside a CTA, the one word that lane 0 of warp 0 hands to every warp after a pass's cluster
+// barrier (sm.found: digit, above, total, bin) is an aligned int4, stored with one 16-byte store
+// and loaded with one 16-byte load, so that the load reads those 16 bytes and no other word. The
+// CTA's next write to a word that the load reads is warp 0's at the next pass, after the next
+// cluster barrier, which every warp reaches only after its load. As four ints at a 16-byte
+// boundary + 4 (the build of 2026-12-02), ptxas merged the loads of digit, above and total into one
+// 16-byte load from 4 bytes below them, which read warp_ties[31] too; warp 31 writes that word
+// without a barrier after the hand-out (the pass-1 collection's count; the partial tie share's
+// count after the last pass), while a slower warp may not have loaded yet. The stray value was
+// never used, but the read raced with the write (racecheck: docs/cuda-indexer.md, "Top-k v5").
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
@@ -61,7 +72,9 @@ struct SmemV5 {
   unsigned segments[2][kWarps];    // pass p's totals of each warp's bins in [p & 1]
   int scratch[33];
   int warp_ties[kWarps];
-  int found[4];  // warp 0's digit search: digit, above, total, bin (the digit's keys in the row)
+  // Warp 0's digit search: digit, above, total, bin (the digit's keys in the row). One aligned
+  // 16-byte word, stored and loaded whole (the file comment says why).
+  int4 found;
   int n_picks, n_boundary;
 };
 static_assert(sizeof(SmemV5) <= 226 * 1024, "SmemV5: a CTA may have 227 KiB of shared memory, 1 KiB of it static");
@@ -287,16 +300,14 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v5_kernel(const TopkArgs a) 
         for (int b = t; b < digit_bins(2); b += kThreads) sm.hist[0][b] = 0;
       if (warp == 0) {
         const ClusterDigit d = cluster_find_digit(shared_address(sm.segments[p & 1]), hist_base, bins, need, c, lane);
-        if (lane == 0) {
-          sm.found[0] = d.digit;
-          sm.found[1] = d.above;
-          sm.found[2] = d.total;
-          sm.found[3] = d.bin;
-        }
+        if (lane == 0) sm.found = make_int4(d.digit, d.above, d.total, d.bin);
       }
-      __syncthreads();  // the hand-out: sm.found is written again only after pass p + 1's first barrier
-      found = {sm.found[0], sm.found[1], sm.found[2]};
-      bin = sm.found[3];
+      // The hand-out: sm.found is written again only after pass p + 1's first barrier; one load of
+      // exactly its 16 bytes (the file comment).
+      __syncthreads();
+      const int4 f = sm.found;
+      found = {f.x, f.y, f.z};
+      bin = f.w;
     }
     if (p == 0 && found.total <= a.k) {  // the same in every thread of the cluster
       take_all = true;
