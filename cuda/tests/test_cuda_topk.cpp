@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -28,6 +29,8 @@
 #include "cuda/indexer/oracle_mirror.h"
 #include "cuda/tests/harness.h"
 #include "cuda/topk/topk_api.h"
+#include "cuda/topk/topk_keys.cuh"
+#include "cuda/topk/topk_v3_plan.h"
 #include "reference/stages/index_lists.h"
 #include "reference/stages/topk.h"
 #include "verify/layouts/index_conventions.h"
@@ -449,6 +452,62 @@ TEST_CASE("sanitizer sweep: one small call of every top-k kernel and version") {
                       gen);  // 40000: a 2- (v2) or 3-CTA (v3) cluster
     const Diff d = compare(small, small.run(64, 7, v), 64, 7);
     CHECK(d.bad_rows == 0);
+  }
+}
+
+// v5's shared-memory paths for the sanitizers, each taken by construction rather than by the seed:
+// a row of 3 candidates (every one picked after pass 0), a row whose k-th key's bin after pass 1
+// holds 20 keys spread over every CTA (ranked directly by CTA 0), and a row of ties at the k-th key
+// that start in its second half (pass 2, then a CTA taking a part of its ties), in a 3-CTA launch
+// (longest row 40000) and a one-CTA launch (9000). The 3-CTA launch meets every pass's hand-out of
+// warp 0's digit to its CTA followed by the pass-1 collection and the partial tie share, which
+// write shared words without a barrier after it (racecheck's finding of 2026-12-02: a load of the
+// hand-out that read one of those words; docs/cuda-indexer.md, "Top-k v5").
+TEST_CASE("sanitizer sweep: top-k v5's take-all, boundary-bin and partial-tie paths in 3-CTA and one-CTA launches") {
+  constexpr int k = 64;
+  for (int64_t longest : {40000, 9000}) {
+    const auto c = Case::select(CaseId("topk_v5_sanitizer_paths").with("longest", longest).with("k", k));
+    if (!c) continue;
+    INFO(c->reproduce());
+    const std::vector<int64_t> lens{3, longest, longest, 0};
+    std::mt19937_64 unused(0);
+    Batch b(lens, Scores::random, unused);
+    // Row 1: k - 12 scores of 2.0 at even indices, 20 of 1.0 plus 0-2 ulps at odd ones, 0.5 elsewhere.
+    std::vector<float>& bin_row = b.rows[1];
+    std::fill(bin_row.begin(), bin_row.end(), 0.5f);
+    for (int64_t j = 0; j < k - 12; ++j) bin_row[static_cast<size_t>(j * (longest / (k - 12)) / 2 * 2)] = 2.0f;
+    for (int64_t j = 0; j < 20; ++j)
+      bin_row[static_cast<size_t>(j * (longest / 20) / 2 * 2 + 1)] = 1.0f + static_cast<float>(j % 3) * 0x1p-23f;
+    // Row 2: 0.5, and 1.0 at every 31st index of the second half (> 128 of them, > k).
+    std::vector<float>& tie_row = b.rows[2];
+    std::fill(tie_row.begin(), tie_row.end(), 0.5f);
+    for (int64_t i = longest / 2; i < longest; i += 31) tie_row[static_cast<size_t>(i)] = 1.0f;
+    b.store_rows();
+    // The construction holds: the k-th key's 22-bit bin (pass 1's digits) holds <= 128 keys in row 1
+    // and > 128 in row 2, where some CTA's slice holds ties of the k-th key both taken and not.
+    auto kth_bin = [&](const std::vector<float>& row) {
+      std::vector<uint32_t> keys(row.size());
+      std::transform(row.begin(), row.end(), keys.begin(), cuda::order_key);
+      std::vector<uint32_t> sorted = keys;
+      std::sort(sorted.begin(), sorted.end(), std::greater<>());
+      const uint32_t kth = sorted[k - 1];
+      return std::count_if(keys.begin(), keys.end(), [&](uint32_t key) { return key >> 10 == kth >> 10; });
+    };
+    CHECK(kth_bin(bin_row) == 20);
+    CHECK(kth_bin(tie_row) > 128);
+    const int ctas = cuda::topk_v3_plan::cluster_size(longest, 8);
+    REQUIRE(ctas == cuda::topk_v3_plan::cluster_size(longest, 16));
+    bool partial = false;
+    for (int r = 0; r < ctas; ++r) {
+      const cuda::topk_v3_plan::Slice s = cuda::topk_v3_plan::slice_of(longest, ctas, r);
+      const int64_t before = (std::max(s.lo, longest / 2) - longest / 2 + 30) / 31;  // ties at lower indices
+      const int64_t mine = (std::max(s.hi, longest / 2) - longest / 2 + 30) / 31 - before;
+      partial |= before < k && k < before + mine;
+    }
+    CHECK(partial);
+    const Diff d = compare(b, b.run(k, 7, Variant::v5), k, 7);
+    CHECK(d.bad_rows == 0);
+    CHECK(d.out_of_range == 0);
   }
 }
 
