@@ -39,11 +39,11 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstdint>
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/launch_checks.h"
+#include "cuda/topk/cluster_launch.cuh"
 #include "cuda/topk/topk_api.h"
 #include "cuda/topk/topk_cluster.cuh"
 #include "cuda/topk/topk_keys.cuh"
@@ -465,56 +465,12 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v5_kernel(const TopkArgs a) 
   }
 }
 
-// Once per device: the shared-memory size and the largest cluster the GPU schedules (16 needs the
-// non-portable attribute and a GPC with 16 free SMs; else the portable 8).
-int max_cluster_for_device() {
-  static std::atomic<int> cached[64] = {};
-  int device = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  if (device < 64 && cached[device].load() != 0) return cached[device].load();
-  const int smem = static_cast<int>(sizeof(SmemV5));
-  CUDA_CHECK(cudaFuncSetAttribute(topk_v5_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  int best = 8;
-  if (cudaFuncSetAttribute(topk_v5_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess) {
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(16);
-    config.blockDim = dim3(kThreads);
-    config.dynamicSmemBytes = static_cast<size_t>(smem);
-    cudaLaunchAttribute attribute[1];
-    attribute[0].id = cudaLaunchAttributeClusterDimension;
-    attribute[0].val.clusterDim.x = 16;
-    attribute[0].val.clusterDim.y = 1;
-    attribute[0].val.clusterDim.z = 1;
-    config.attrs = attribute;
-    config.numAttrs = 1;
-    int clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&clusters, topk_v5_kernel, &config) == cudaSuccess && clusters >= 1) best = 16;
-  }
-  (void)cudaGetLastError();  // a refused query is an answer (8), not an error of a later call
-  if (device < 64) cached[device].store(best);
-  return best;
-}
-
 }  // namespace
 
 namespace detail {
 
 void topk_v5(const TopkArgs& a, cudaStream_t stream) {
-  const int c = cluster_size(a.max_length, max_cluster_for_device());
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(grid_blocks(a.rows * c, 1, "topk v5"));
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = sizeof(SmemV5);
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = static_cast<unsigned>(c);
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  CUDA_CHECK(cudaLaunchKernelEx(&config, topk_v5_kernel, a));
-  CUDA_CHECK_LAUNCH();
+  topk_cluster_launch::launch<topk_v5_kernel>(a, static_cast<int>(sizeof(SmemV5)), "topk v5", stream);
 }
 
 }  // namespace detail
