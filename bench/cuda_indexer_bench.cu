@@ -8,7 +8,7 @@
 //                   logits written, reported as bytes_per_second (effective bandwidth);
 //   TopK            262144 candidates x batch 1 and 16384 x batch 128, k 512 (and 1024; relu'd scores; x20:
 //                   20 back-to-back calls a timed iteration, the time a call); TopK/launch: the launch
-//                   alone at those shapes (an empty kernel with 225 KiB of shared memory a CTA);
+//                   alone at those shapes (an empty kernel with the shared memory of v5);
 //   QPath           4096 tokens x 64 heads;
 //   CopyD2D         the memory ceiling.
 // The PyTorch alternatives (bf16 einsum, torch.topk) run in bench/torch_indexer_bench.py in the same
@@ -222,10 +222,9 @@ void BM_TopK(benchmark::State& state, Variant v, int rows, int64_t n, int k, boo
   state.counters["candidates"] = static_cast<double>(rows) * n;
 }
 
-// The launch alone at top-k's shapes: CTAs of 1024 threads and 225 KiB of shared memory (top-k
-// v5's, branch topk-v5) meeting one cluster barrier; cluster CTAs a cluster, ctas in all (16-CTA
-// clusters need the non-portable attribute and a GPC with 16 free SMs: the row is skipped where the
-// shape cannot run).
+// The launch alone at top-k's shapes: CTAs of 1024 threads and about v5's shared memory (225 KiB)
+// meeting one cluster barrier; cluster CTAs a cluster, ctas in all (16-CTA clusters need the
+// non-portable attribute and a GPC with 16 free SMs: the row is skipped where the shape cannot run).
 constexpr int kTopkShapeSmem = 225 * 1024;
 __global__ void __launch_bounds__(1024, 1) topk_launch_shape() { cooperative_groups::this_cluster().sync(); }
 
@@ -335,8 +334,9 @@ void register_all() {
         BM_LogitsDecode(s, IndexerFormat::fp8, ScoreStorage::fp32, IndexerCacheLayout::deepgemm, Variant::v1, 8, 4096);
       },
       2);
-  // Top-k: v4 beside v3 (the version it replaces), v1, v2 and (bench/torch_indexer_bench.py) torch.topk.
-  for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4})
+  // Top-k: v5 beside v4 and v3 (the versions it follows), v1, v2 and (bench/torch_indexer_bench.py)
+  // torch.topk.
+  for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5})
     for (int k : {512, 1024}) {
       reg(
           std::string("TopK/") + variant_name(v) + "/b1/n262144/k" + std::to_string(k),
@@ -346,7 +346,7 @@ void register_all() {
           [=](benchmark::State& s) { BM_TopK(s, v, 128, 16384, k, false); }, 50);
     }
   // 20 back-to-back calls a timed iteration: the kernel without most of the launch.
-  for (Variant v : {Variant::v3, Variant::v4}) {
+  for (Variant v : {Variant::v3, Variant::v4, Variant::v5}) {
     reg(
         std::string("TopK/") + variant_name(v) + "/b1/n262144/k512/x20",
         [=](benchmark::State& s) { BM_TopK(s, v, 1, 262144, 512, false, 20); }, 20);
@@ -365,7 +365,7 @@ void register_all() {
     reg(
         "TopK/launch/c1x128" + x, [=](benchmark::State& s) { BM_TopKLaunch(s, 1, 128, calls); }, iterations);
   }
-  for (Variant v : {Variant::v2, Variant::v3, Variant::v4}) {
+  for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5}) {
     reg(
         std::string("TopK/") + variant_name(v) + "/b1/n262144/k512/relu",
         [=](benchmark::State& s) { BM_TopK(s, v, 1, 262144, 512, true); }, 50);

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -28,6 +29,8 @@
 #include "cuda/indexer/oracle_mirror.h"
 #include "cuda/tests/harness.h"
 #include "cuda/topk/topk_api.h"
+#include "cuda/topk/topk_keys.cuh"
+#include "cuda/topk/topk_v3_plan.h"
 #include "reference/stages/index_lists.h"
 #include "reference/stages/topk.h"
 #include "verify/layouts/index_conventions.h"
@@ -152,7 +155,7 @@ TEST_CASE("top-k equals the oracle's picks and order at every length boundary an
                                   16385, 32767, 32768, 32769, 65536, 65537, 100000, 262144, 262145};
   for (Scores kind : {Scores::random, Scores::plateaus, Scores::specials})
     for (int k : {512, 1024})
-      for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4}) {
+      for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5}) {
         const int32_t offset = 160;
         const auto c = Case::select(CaseId("topk")
                                         .with("lengths", lens)
@@ -177,7 +180,7 @@ TEST_CASE("top-k equals the oracle's picks and order at every length boundary an
 
 TEST_CASE("top-k over a million candidates, small and large k") {
   for (int k : {1, 8, 2048})
-    for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4}) {
+    for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5}) {
       const std::vector<int64_t> lens{1000000, 3, 2048};
       const auto c = Case::select(CaseId("topk_long").with("lengths", lens).with("k", k).with("variant", v));
       if (!c) continue;
@@ -191,7 +194,7 @@ TEST_CASE("top-k over a million candidates, small and large k") {
 }
 
 TEST_CASE("top-k picks are bitwise identical across reruns and batch permutations") {
-  for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4}) {
+  for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5}) {
     const std::vector<int64_t> lens{40000, 700, 16384, 300000, 5};
     const auto c = Case::select(CaseId("topk_invariance").with("lengths", lens).with("variant", v));
     if (!c) continue;
@@ -228,7 +231,7 @@ Batch batch_of(const std::vector<int64_t>& lens, float (*score)(int64_t, int64_t
   return b;
 }
 
-TEST_CASE("top-k v3 and v4 pieces: the sort alone, the select alone, the tie share-out alone") {
+TEST_CASE("top-k v3, v4 and v5 pieces: the sort alone, the select alone, the tie share-out alone") {
   struct Piece {
     const char* name;
     std::vector<int64_t> lens;
@@ -263,7 +266,7 @@ TEST_CASE("top-k v3 and v4 pieces: the sort alone, the select alone, the tie sha
        [](int64_t, int64_t i) { return i % 97 == 3 ? 2.0f : (i % 5 == 1 ? 0.0f : -1.0f); }},
   };
   for (const Piece& piece : pieces)
-    for (Variant v : {Variant::v3, Variant::v4}) {
+    for (Variant v : {Variant::v3, Variant::v4, Variant::v5}) {
       const auto c =
           Case::select(CaseId("topk_v3_piece").with("piece", piece.name).with("k", piece.k).with("variant", v));
       if (!c) continue;
@@ -275,12 +278,12 @@ TEST_CASE("top-k v3 and v4 pieces: the sort alone, the select alone, the tie sha
     }
 }
 
-TEST_CASE("top-k v3 and v4 at every cluster size they dispatch (1 .. 16 CTAs, resident and re-read slices)") {
+TEST_CASE("top-k v3, v4 and v5 at every cluster size they dispatch (1 .. 16 CTAs, resident and re-read slices)") {
   // The cluster size follows the longest row: 16384 -> 1, 16385 -> 2, 49153 -> 4, 262144 -> 16
   // (8 where 16 is not schedulable: then 262145 re-reads its slices), 600000 re-reads them.
   for (int64_t longest : {16384, 16385, 49153, 131072, 262144, 262145, 600000})
     for (Scores kind : {Scores::random, Scores::plateaus})
-      for (Variant v : {Variant::v3, Variant::v4}) {
+      for (Variant v : {Variant::v3, Variant::v4, Variant::v5}) {
         const std::vector<int64_t> lens{longest, longest / 2 + 3, 0, 700, longest - 1};
         const auto c = Case::select(
             CaseId("topk_v3_cluster").with("lengths", lens).with("scores", scores_name(kind)).with("variant", v));
@@ -294,31 +297,33 @@ TEST_CASE("top-k v3 and v4 at every cluster size they dispatch (1 .. 16 CTAs, re
       }
 }
 
-// v4's own paths: the rank sort of up to 512 picks around its run boundaries (32 picks a run, 16
-// runs; more picks take the network), and the picks taken from the keys collected at pass 1 where
-// every CTA takes all of its ties at the k-th key or none (beside a partial share, which sweeps).
-TEST_CASE("top-k v4: the rank sort at its run boundaries, ties at the k-th key taken from the collected keys") {
+// v4's own paths (v5 has them too): the rank sort of up to 512 picks around its run boundaries (32
+// picks a run, 16 runs; more picks take the network), and the picks taken from the keys collected at
+// pass 1 where every CTA takes all of its ties at the k-th key or none (beside a partial share, which
+// sweeps).
+TEST_CASE("top-k v4 and v5: the rank sort at its run boundaries, ties at the k-th key taken from the collected keys") {
   // Exactly n visible candidates (every third index below 3n; the others NaN or -inf, and 5 more
   // invisible ones past them), on 13 plateau values: the order of equal scores is the index order.
   const std::vector<int64_t> visible{1, 2, 31, 32, 33, 63, 64, 65, 255, 256, 257, 511, 512, 513, 1000};
   std::vector<int64_t> lens;
   for (int64_t n : visible) lens.push_back(3 * n + 5);
-  for (int k : {512, 1024}) {
-    const auto c = Case::select(CaseId("topk_v4_rank_sort").with("visible", visible).with("k", k));
-    if (!c) continue;
-    INFO(c->reproduce());
-    std::mt19937_64 unused(0);
-    Batch b(lens, Scores::random, unused);
-    for (size_t r = 0; r < lens.size(); ++r)
-      for (int64_t i = 0; i < lens[r]; ++i)
-        b.rows[r][static_cast<size_t>(i)] = i % 3 == 1 && i < 3 * visible[r]
-                                                ? static_cast<float>((i * 7919) % 13) * 0.5f
-                                                : (i % 6 == 0 ? std::numeric_limits<float>::quiet_NaN() : -kInf);
-    b.store_rows();
-    const Diff d = compare(b, b.run(k, 11, Variant::v4), k, 11);
-    CHECK(d.bad_rows == 0);
-    CHECK(d.out_of_range == 0);
-  }
+  for (int k : {512, 1024})
+    for (Variant v : {Variant::v4, Variant::v5}) {
+      const auto c = Case::select(CaseId("topk_v4_rank_sort").with("visible", visible).with("k", k).with("variant", v));
+      if (!c) continue;
+      INFO(c->reproduce());
+      std::mt19937_64 unused(0);
+      Batch b(lens, Scores::random, unused);
+      for (size_t r = 0; r < lens.size(); ++r)
+        for (int64_t i = 0; i < lens[r]; ++i)
+          b.rows[r][static_cast<size_t>(i)] = i % 3 == 1 && i < 3 * visible[r]
+                                                  ? static_cast<float>((i * 7919) % 13) * 0.5f
+                                                  : (i % 6 == 0 ? std::numeric_limits<float>::quiet_NaN() : -kInf);
+      b.store_rows();
+      const Diff d = compare(b, b.run(k, 11, v), k, 11);
+      CHECK(d.bad_rows == 0);
+      CHECK(d.out_of_range == 0);
+    }
   // Rows of 262144 and 16384 candidates in one call (16 CTAs a row where 16-CTA clusters run, else
   // 8), and the 16384 row alone (one CTA): 0.5 everywhere but 1.0 at every `period`-th index from 7
   // (and at index 5 in `extra`). In the long row: period 512, k = 512 ones, every CTA takes all of
@@ -331,22 +336,55 @@ TEST_CASE("top-k v4: the rank sort at its run boundaries, ties at the k-th key t
     bool extra;
   };
   for (const Ties& ties : {Ties{"all", 512, false}, Ties{"half", 256, false}, Ties{"partial", 512, true},
-                           Ties{"short_row", 32, false}, Ties{"below_k", 100000, false}}) {
-    const auto c = Case::select(CaseId("topk_v4_tie_lists").with("ties", ties.name));
-    if (!c) continue;
-    INFO(c->reproduce());
-    for (const std::vector<int64_t>& lens : {std::vector<int64_t>{262144, 16384}, std::vector<int64_t>{16384}}) {
-      std::mt19937_64 unused(0);
-      Batch b(lens, Scores::random, unused);
-      for (std::vector<float>& row : b.rows)
-        for (size_t i = 0; i < row.size(); ++i)
-          row[i] = (static_cast<int64_t>(i) % ties.period == 7 || (ties.extra && i == 5)) ? 1.0f : 0.5f;
-      b.store_rows();
-      const Diff d = compare(b, b.run(512, 0, Variant::v4), 512, 0);
-      CHECK(d.bad_rows == 0);
-      CHECK(d.out_of_range == 0);
+                           Ties{"short_row", 32, false}, Ties{"below_k", 100000, false}})
+    for (Variant v : {Variant::v4, Variant::v5}) {
+      const auto c = Case::select(CaseId("topk_v4_tie_lists").with("ties", ties.name).with("variant", v));
+      if (!c) continue;
+      INFO(c->reproduce());
+      for (const std::vector<int64_t>& lens : {std::vector<int64_t>{262144, 16384}, std::vector<int64_t>{16384}}) {
+        std::mt19937_64 unused(0);
+        Batch b(lens, Scores::random, unused);
+        for (std::vector<float>& row : b.rows)
+          for (size_t i = 0; i < row.size(); ++i)
+            row[i] = (static_cast<int64_t>(i) % ties.period == 7 || (ties.extra && i == 5)) ? 1.0f : 0.5f;
+        b.store_rows();
+        const Diff d = compare(b, b.run(512, 0, v), 512, 0);
+        CHECK(d.bad_rows == 0);
+        CHECK(d.out_of_range == 0);
+      }
     }
-  }
+}
+
+// v5's own path: pass 2 skipped where the bin of the k-th key after pass 1 (its top 22 bits) holds
+// at most 128 keys of the row, CTA 0 ranking them directly; past 128 pass 2 runs as v4's.
+TEST_CASE("top-k v5: the k-th key's bin ranked directly up to 128 keys, pass 2 past them") {
+  // k - 12 scores of 2.0 (above the bin) at even indices, `in_bin` scores of 1.0 plus 0, 1 or 2 ulps
+  // (one 22-bit bin; equal keys among them, so the tie rule decides inside it) at odd ones, both
+  // spread evenly over the row, 0.5 elsewhere: the bin holds the k-th key and 12 of its keys are
+  // picked. 12: the bin taken whole; 127, 128: ranked directly; 129, 700: pass 2 (with partial tie
+  // shares). Rows of 262144 and 16384 in one call (a 16- or 8-CTA cluster) and the 16384 row alone
+  // (one CTA).
+  for (int k : {512, 1024})
+    for (int64_t in_bin : {12, 127, 128, 129, 700}) {
+      const auto c = Case::select(CaseId("topk_v5_boundary").with("k", k).with("in_bin", in_bin));
+      if (!c) continue;
+      INFO(c->reproduce());
+      for (const std::vector<int64_t>& lens : {std::vector<int64_t>{262144, 16384}, std::vector<int64_t>{16384}}) {
+        std::mt19937_64 unused(0);
+        Batch b(lens, Scores::random, unused);
+        for (std::vector<float>& row : b.rows) {
+          const int64_t n = static_cast<int64_t>(row.size()), above = k - 12;
+          std::fill(row.begin(), row.end(), 0.5f);
+          for (int64_t j = 0; j < above; ++j) row[static_cast<size_t>(j * (n / above) / 2 * 2)] = 2.0f;
+          for (int64_t j = 0; j < in_bin; ++j)
+            row[static_cast<size_t>(j * (n / in_bin) / 2 * 2 + 1)] = 1.0f + static_cast<float>((j * 7) % 3) * 0x1p-23f;
+        }
+        b.store_rows();
+        const Diff d = compare(b, b.run(k, 5, Variant::v5), k, 5);
+        CHECK(d.bad_rows == 0);
+        CHECK(d.out_of_range == 0);
+      }
+    }
 }
 
 TEST_CASE("the oracle-typed topk_indices wrapper equals the oracle") {
@@ -360,7 +398,7 @@ TEST_CASE("the oracle-typed topk_indices wrapper equals the oracle") {
     for (ref::Index j = 0; j < scores.cols(); ++j)
       scores(i, j) =
           j < (i * 9) ? std::round(n(gen) * 2) / 2 : -std::numeric_limits<double>::infinity();  // causal-like
-  for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4})
+  for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5})
     CHECK(cuda::topk_indices(scores, 64, 128, v) == ref::topk_indices(scores, 64, 128));
 }
 
@@ -409,11 +447,67 @@ TEST_CASE("sanitizer sweep: one small call of every top-k kernel and version") {
   if (!c) return;
   INFO(c->reproduce());
   std::mt19937_64 gen = c->rng();
-  for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4}) {
+  for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5}) {
     const Batch small(std::vector<int64_t>{0, 3, 700, 40000}, Scores::specials,
                       gen);  // 40000: a 2- (v2) or 3-CTA (v3) cluster
     const Diff d = compare(small, small.run(64, 7, v), 64, 7);
     CHECK(d.bad_rows == 0);
+  }
+}
+
+// v5's shared-memory paths for the sanitizers, each taken by construction rather than by the seed:
+// a row of 3 candidates (every one picked after pass 0), a row whose k-th key's bin after pass 1
+// holds 20 keys spread over every CTA (ranked directly by CTA 0), and a row of ties at the k-th key
+// that start in its second half (pass 2, then a CTA taking a part of its ties), in a 3-CTA launch
+// (longest row 40000) and a one-CTA launch (9000). The 3-CTA launch meets every pass's hand-out of
+// warp 0's digit to its CTA followed by the pass-1 collection and the partial tie share, which
+// write shared words without a barrier after it (racecheck's finding of 2026-12-02: a load of the
+// hand-out that read one of those words; docs/cuda-indexer.md, "Top-k v5").
+TEST_CASE("sanitizer sweep: top-k v5's take-all, boundary-bin and partial-tie paths in 3-CTA and one-CTA launches") {
+  constexpr int k = 64;
+  for (int64_t longest : {40000, 9000}) {
+    const auto c = Case::select(CaseId("topk_v5_sanitizer_paths").with("longest", longest).with("k", k));
+    if (!c) continue;
+    INFO(c->reproduce());
+    const std::vector<int64_t> lens{3, longest, longest, 0};
+    std::mt19937_64 unused(0);
+    Batch b(lens, Scores::random, unused);
+    // Row 1: k - 12 scores of 2.0 at even indices, 20 of 1.0 plus 0-2 ulps at odd ones, 0.5 elsewhere.
+    std::vector<float>& bin_row = b.rows[1];
+    std::fill(bin_row.begin(), bin_row.end(), 0.5f);
+    for (int64_t j = 0; j < k - 12; ++j) bin_row[static_cast<size_t>(j * (longest / (k - 12)) / 2 * 2)] = 2.0f;
+    for (int64_t j = 0; j < 20; ++j)
+      bin_row[static_cast<size_t>(j * (longest / 20) / 2 * 2 + 1)] = 1.0f + static_cast<float>(j % 3) * 0x1p-23f;
+    // Row 2: 0.5, and 1.0 at every 31st index of the second half (> 128 of them, > k).
+    std::vector<float>& tie_row = b.rows[2];
+    std::fill(tie_row.begin(), tie_row.end(), 0.5f);
+    for (int64_t i = longest / 2; i < longest; i += 31) tie_row[static_cast<size_t>(i)] = 1.0f;
+    b.store_rows();
+    // The construction holds: the k-th key's 22-bit bin (pass 1's digits) holds <= 128 keys in row 1
+    // and > 128 in row 2, where some CTA's slice holds ties of the k-th key both taken and not.
+    auto kth_bin = [&](const std::vector<float>& row) {
+      std::vector<uint32_t> keys(row.size());
+      std::transform(row.begin(), row.end(), keys.begin(), cuda::order_key);
+      std::vector<uint32_t> sorted = keys;
+      std::sort(sorted.begin(), sorted.end(), std::greater<>());
+      const uint32_t kth = sorted[k - 1];
+      return std::count_if(keys.begin(), keys.end(), [&](uint32_t key) { return key >> 10 == kth >> 10; });
+    };
+    CHECK(kth_bin(bin_row) == 20);
+    CHECK(kth_bin(tie_row) > 128);
+    const int ctas = cuda::topk_v3_plan::cluster_size(longest, 8);
+    REQUIRE(ctas == cuda::topk_v3_plan::cluster_size(longest, 16));
+    bool partial = false;
+    for (int r = 0; r < ctas; ++r) {
+      const cuda::topk_v3_plan::Slice s = cuda::topk_v3_plan::slice_of(longest, ctas, r);
+      const int64_t before = (std::max(s.lo, longest / 2) - longest / 2 + 30) / 31;  // ties at lower indices
+      const int64_t mine = (std::max(s.hi, longest / 2) - longest / 2 + 30) / 31 - before;
+      partial |= before < k && k < before + mine;
+    }
+    CHECK(partial);
+    const Diff d = compare(b, b.run(k, 7, Variant::v5), k, 7);
+    CHECK(d.bad_rows == 0);
+    CHECK(d.out_of_range == 0);
   }
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// Launching a top-k kernel that takes one cluster of CTAs a row (v3, v4): the largest cluster the
+// Launching a top-k kernel that takes one cluster of CTAs a row (v3, v4, v5): the largest cluster the
 // GPU schedules with the kernel's shared memory, found once per device and kernel (16 needs the
 // non-portable attribute and a GPC with 16 free SMs; else the portable 8), and the launch of
 // rows x cluster CTAs of kThreads threads.

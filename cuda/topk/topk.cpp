@@ -9,8 +9,9 @@ namespace dsv4::cuda {
 
 void topk(int64_t rows, const float* scores, int64_t stride, const int32_t* lengths, int64_t max_length, int k,
           int32_t offset, int32_t* out, Variant v, cudaStream_t stream) {
-  detail::require_variant(v == Variant::v1 || v == Variant::v2 || v == Variant::v3 || v == Variant::v4, v, "topk",
-                          "v1, v2, v3, v4");
+  detail::require_variant(
+      v == Variant::v1 || v == Variant::v2 || v == Variant::v3 || v == Variant::v4 || v == Variant::v5, v, "topk",
+      "v1, v2, v3, v4, v5");
   detail::require(k >= 0 && k <= kMaxTopk,
                   "topk: k = " + std::to_string(k) + ", expected 0 <= k <= " + std::to_string(kMaxTopk));
   detail::require(rows >= 0 && max_length >= 0 && max_length <= stride,
@@ -29,8 +30,10 @@ void topk(int64_t rows, const float* scores, int64_t stride, const int32_t* leng
     detail::topk_v2(a, stream);
   else if (v == Variant::v3)
     detail::topk_v3(a, stream);
-  else
+  else if (v == Variant::v4)
     detail::topk_v4(a, stream);
+  else
+    detail::topk_v5(a, stream);
 }
 
 }  // namespace dsv4::cuda

@@ -21,7 +21,10 @@
 //   v4  v3's cluster and selection with fewer dependent steps: pass 0 counted as the scores load,
 //       one remote round trip a share reduction, one block barrier a digit search, the picks taken
 //       from the keys collected at pass 1, up to 512 picks placed by rank from 16 sorted runs
-//       (topk_v4.cu).
+//       (topk_v4.cu);
+//   v5  v4 with one cluster barrier a radix pass (warp 0 searches the CTAs' counts remotely) and pass
+//       2 skipped when the k-th key's bin after pass 1 holds at most 128 keys, which CTA 0 ranks
+//       directly (topk_v5.cu).
 #include <cuda_runtime.h>
 
 #include <cstdint>

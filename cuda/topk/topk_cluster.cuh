@@ -1,8 +1,8 @@
 #pragma once
-// Device pieces the cluster top-k kernels (topk_v3.cu, topk_v4.cu) share: v3's and v4's
+// Device pieces the cluster top-k kernels (topk_v3.cu, topk_v4.cu, topk_v5.cu) share: v3's and v4's
 // shared-memory layout, 32-bit shared-memory addressing, the count of a key into a radix pass's
 // histogram, the bitonic sort of the picks held in registers, and v4's chunk count, digit search
-// and rank sort. The index arithmetic is in topk_v3_plan.h.
+// and rank sort (v5 reuses them). The index arithmetic is in topk_v3_plan.h.
 #include <cuda_runtime.h>
 
 #include <cstdint>

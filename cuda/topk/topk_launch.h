@@ -22,6 +22,7 @@ void topk_v1(const TopkArgs& a, cudaStream_t stream);
 void topk_v2(const TopkArgs& a, cudaStream_t stream);
 void topk_v3(const TopkArgs& a, cudaStream_t stream);
 void topk_v4(const TopkArgs& a, cudaStream_t stream);
+void topk_v5(const TopkArgs& a, cudaStream_t stream);
 }  // namespace detail
 
 }  // namespace dsv4::cuda

@@ -1,0 +1,477 @@
+// v5 of the top-k (topk_api.h): v4's cluster, slices, collection and rank sort (topk_v4.cu) with
+// two fewer steps (docs/cuda-indexer.md, "Top-k v5"):
+//  - one cluster barrier a radix pass: each CTA counts into its own histogram of the pass, each warp
+//    writes the total of the bins it owns in the digit search (its segment), one cluster barrier,
+//    then warp 0 reads every CTA's segment totals, finds the segment holding the k-th key, reads
+//    that segment's bins from every CTA, finds the digit and hands it to its CTA by a block barrier
+//    (v4: a share reduction between two cluster barriers, then a local search);
+//  - pass 2 skipped when the bin of the k-th key after pass 1 holds at most kBoundary keys in the
+//    row: the keys above the bin are picked, the bin's keys go to a boundary list in CTA 0, which
+//    ranks them directly and keeps the best `need`.
+// Selection rule and output: v1's.
+//
+// The cross-CTA protocol (c > 1). Buffers: hist[0] holds passes 0 and 2, hist[1] pass 1;
+// segments[p & 1] the segment totals of pass p. Writes to a CTA's buffers come only from its own
+// threads (its counts, its segment totals, its clear); other CTAs only read them, and only inside
+// the window of one pass: after that pass's cluster barrier (barrier.cluster.arrive.release /
+// wait.acquire, cluster.sync(): every CTA's counts and totals of the pass, written before its
+// arrival, are visible to every CTA after its wait) and before the reader arrives at the next
+// pass's cluster barrier (the reads are warp 0's, done before the block barrier that hands out the
+// digit, which every warp of the reader passes before it counts the next pass). A CTA overwrites a
+// buffer of pass p only at pass p + 2: segments[p & 1] after pass p + 2's block barrier, hist[0]
+// (pass 0's, cleared for pass 2) after pass 1's cluster barrier; both come after every CTA arrived
+// at pass p + 1's cluster barrier, hence after every read of pass p's window. The tie share-out reads
+// the lower ranks' pass-2 histogram after pass 2's barrier; nobody writes it again. CTA 0's picks,
+// boundary list and their counters are set before pass 0's cluster barrier and written by the
+// other CTAs only after it; the kernel's last cluster barrier completes them before CTA 0 reads
+// them, and no CTA touches another's memory after it.
+//
+// Inside a CTA, the one word that lane 0 of warp 0 hands to every warp after a pass's cluster
+// barrier (sm.found: digit, above, total, bin) is an aligned int4, stored with one 16-byte store
+// and loaded with one 16-byte load, so that the load reads those 16 bytes and no other word. The
+// CTA's next write to a word that the load reads is warp 0's at the next pass, after the next
+// cluster barrier, which every warp reaches only after its load. As four ints at a 16-byte
+// boundary + 4 (the build of 2026-12-02), ptxas merged the loads of digit, above and total into one
+// 16-byte load from 4 bytes below them, which read warp_ties[31] too; warp 31 writes that word
+// without a barrier after the hand-out (the pass-1 collection's count; the partial tie share's
+// count after the last pass), while a slower warp may not have loaded yet. The stray value was
+// never used, but the read raced with the write (racecheck: docs/cuda-indexer.md, "Top-k v5").
+#include <cooperative_groups.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/common/cuda_check.h"
+#include "cuda/common/launch_checks.h"
+#include "cuda/topk/cluster_launch.cuh"
+#include "cuda/topk/topk_api.h"
+#include "cuda/topk/topk_cluster.cuh"
+#include "cuda/topk/topk_keys.cuh"
+#include "cuda/topk/topk_launch.h"
+#include "cuda/topk/topk_v3_plan.h"
+
+namespace cg = cooperative_groups;
+
+namespace dsv4::cuda {
+namespace {
+
+using namespace topk_v3_plan;
+using namespace topk_cluster;
+
+// The keys of the k-th key's bin after pass 1 that CTA 0 ranks directly (more: pass 2 runs).
+inline constexpr int kBoundary = 128;
+inline constexpr int kRankers = kThreads / kBoundary;  // threads ranking one boundary key
+
+// A CTA's shared memory (about 226 KiB of the 227 a CTA may have).
+struct SmemV5 {
+  uint32_t keys[kResident];        // the slice's order keys, 0 to the chunk's end
+  unsigned hist[2][kMaxBins];      // this CTA's counts: passes 0 and 2 in [0], pass 1 in [1]
+  uint64_t picks[kMaxTopk];        // CTA 0's list
+  uint64_t boundary[kBoundary];    // CTA 0's list of the boundary bin's keys (pass 2 skipped)
+  uint16_t candidates[kResident];  // as v4: the keys at or above pass 0's digit, in index order
+  unsigned segments[2][kWarps];    // pass p's totals of each warp's bins in [p & 1]
+  int scratch[33];
+  int warp_ties[kWarps];
+  // Warp 0's digit search: digit, above, total, bin (the digit's keys in the row). One aligned
+  // 16-byte word, stored and loaded whole (the file comment says why).
+  int4 found;
+  int n_picks, n_boundary;
+};
+static_assert(sizeof(SmemV5) <= 226 * 1024, "SmemV5: a CTA may have 227 KiB of shared memory, 1 KiB of it static");
+
+__device__ inline unsigned cluster_address(unsigned local, unsigned rank) {
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
+  return remote;
+}
+__device__ inline unsigned cluster_load(unsigned address) {
+  unsigned v;
+  asm volatile("ld.shared::cluster.u32 %0, [%1];\n" : "=r"(v) : "r"(address));
+  return v;
+}
+__device__ inline uint2 cluster_load2(unsigned address) {
+  uint2 v;
+  asm volatile("ld.shared::cluster.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "r"(address));
+  return v;
+}
+
+// find_digit over the sum of the c CTAs' counts, by one warp (every lane returns the answer): lane
+// l loads segment l's total from every CTA at once (segments_base: this CTA's address of the
+// pass's segment totals), the warp finds the segment (the bins of thread block warp `holder` in
+// find_digit's ownership) that holds the need-th key, then lane l loads that warp's thread l's two
+// bins (adjacent: high_bin is odd) from every CTA at once and the warp finds the digit. bin: the
+// row's keys in the digit's bin.
+struct ClusterDigit {
+  int digit, above, total, bin;
+};
+__device__ inline ClusterDigit cluster_find_digit(unsigned segments_base, unsigned hist_base, int bins, int need, int c,
+                                                  int lane) {
+  unsigned part[kMaxCluster];
+#pragma unroll
+  for (int r = 0; r < kMaxCluster; ++r)
+    part[r] = r < c ? cluster_load(cluster_address(segments_base + 4u * static_cast<unsigned>(lane), r)) : 0u;
+  int segment = 0;
+#pragma unroll
+  for (int r = 0; r < kMaxCluster; ++r) segment += static_cast<int>(part[r]);
+  const int through = warp_inclusive_sum(segment, lane);
+  const int total = __shfl_sync(kFull, through, 31);
+  if (need > total) return {0, 0, total, 0};  // pass 0 with at most k counted keys: no digit needed
+  const int holder = __ffs(__ballot_sync(kFull, through >= need)) - 1;
+  const int before_holder = __shfl_sync(kFull, through - segment, holder);
+  const int h_top = high_bin(bins, 32 * holder + lane);
+  int hi = 0, lo = 0;
+  if (h_top > 0) {
+    const unsigned pair = hist_base + 4u * static_cast<unsigned>(h_top - 1);
+    uint2 v[kMaxCluster];
+#pragma unroll
+    for (int r = 0; r < kMaxCluster; ++r) v[r] = r < c ? cluster_load2(cluster_address(pair, r)) : make_uint2(0u, 0u);
+#pragma unroll
+    for (int r = 0; r < kMaxCluster; ++r) {
+      lo += static_cast<int>(v[r].x);
+      hi += static_cast<int>(v[r].y);
+    }
+  }
+  const int above_lane = before_holder + warp_inclusive_sum(hi + lo, lane) - (hi + lo);
+  const bool here = above_lane < need && need <= above_lane + hi + lo;
+  const int at = __ffs(__ballot_sync(kFull, here)) - 1;
+  const bool in_hi = need <= above_lane + hi;
+  const int digit = in_hi ? h_top : h_top - 1, above = in_hi ? above_lane : above_lane + hi, bin = in_hi ? hi : lo;
+  return {__shfl_sync(kFull, digit, at), __shfl_sync(kFull, above, at), total, __shfl_sync(kFull, bin, at)};
+}
+
+__global__ void __launch_bounds__(kThreads, 1) topk_v5_kernel(const TopkArgs a) {
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  SmemV5& sm = *reinterpret_cast<SmemV5*>(smem_raw);
+  cg::cluster_group cluster = cg::this_cluster();
+  const int c = static_cast<int>(cluster.num_blocks());
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+  const unsigned below = (1u << lane) - 1;  // the lanes before this one
+  const int64_t len = a.lengths[blockIdx.x / c];
+  const Slice s = slice_of(len, c, rank);
+  // The slice's scores, and the row index of its first candidate (< 2^32: topk() checks the lengths).
+  const float* slice = a.scores + static_cast<int64_t>(blockIdx.x / c) * a.stride + s.lo;
+  const uint32_t slice_lo = static_cast<uint32_t>(s.lo);
+  const bool resident = slice_part(len, c) <= kResident;
+  // Passes 0 and 1's histograms, cleared before the load counts into the first.
+  for (int b = t; b < 2 * kMaxBins; b += kThreads) sm.hist[b / kMaxBins][b % kMaxBins] = 0;
+  if (t == 0) {
+    sm.n_picks = 0;
+    sm.n_boundary = 0;
+  }
+  __syncthreads();
+  if (resident) {
+    // 4 scores a thread and load, 4 loads in flight; 16-byte loads where the slice is aligned, one
+    // score at a time at its end (nothing past the row's length is read). A warp's 4 scores a lane
+    // of one load are a chunk (128 consecutive candidates): counted into pass 0 as they land.
+    const PassDigit pass0{0u, 0u, digit_shift(0), static_cast<uint32_t>(digit_bins(0) - 1)};
+    const unsigned hist_base = shared_address(sm.hist);
+    const bool aligned = (reinterpret_cast<uintptr_t>(slice) & 15u) == 0;
+    const int filled = static_cast<int>(s.hi - s.lo), padded = static_cast<int>(whole_chunks(filled));
+    for (int o0 = 4 * t; o0 < padded; o0 += 16 * kThreads) {  // warp-uniform: padded is whole chunks
+      float4 v[4];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int o = o0 + 4 * kThreads * m;
+        if (aligned && o + 4 <= filled) {
+          v[m] = *reinterpret_cast<const float4*>(slice + o);
+        } else {
+          v[m].x = o < filled ? slice[o] : -INFINITY;
+          v[m].y = o + 1 < filled ? slice[o + 1] : -INFINITY;
+          v[m].z = o + 2 < filled ? slice[o + 2] : -INFINITY;
+          v[m].w = o + 3 < filled ? slice[o + 3] : -INFINITY;
+        }
+      }
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int o = o0 + 4 * kThreads * m;
+        if (o < padded) {  // warp-uniform
+          const Keys4 r = {{order_key(v[m].x), order_key(v[m].y), order_key(v[m].z), order_key(v[m].w)}};
+          *reinterpret_cast<uint4*>(&sm.keys[o]) = make_uint4(r.k[0], r.k[1], r.k[2], r.k[3]);
+          count_chunk(hist_base, pass0, r, lane);
+        }
+      }
+    }
+  }
+  // This warp's segment as offsets into the slice: [w_lo, w_hi), whole chunks but the last.
+  const int w_lo = static_cast<int>(warp_begin(s, warp) - s.lo), w_hi = static_cast<int>(warp_end(s, warp) - s.lo);
+  const unsigned keys_base = shared_address(sm.keys) + 16u * static_cast<unsigned>(lane);
+  // The keys of this lane in the chunk at slice offset `o` (0 past the warp's segment).
+  auto keys_at = [&](int o) {
+    Keys4 r;
+    if (resident) {
+      const uint4 v = shared_load4(keys_base + 4u * static_cast<unsigned>(o));
+      r = {{v.x, v.y, v.z, v.w}};
+    } else {
+      const int i = o + 4 * lane;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) r.k[j] = i + j < w_hi ? order_key(slice[i + j]) : 0;
+    }
+    return r;
+  };
+
+  uint32_t prefix = 0, mask = 0;  // the digits of the k-th key found so far
+  int need = a.k;                 // keys with this prefix still to pick
+  bool take_all = false;          // at most k visible keys: every one is picked
+  bool boundary = false;          // pass 2 skipped: the keys of the k-th key's bin go to CTA 0's boundary list
+  int digit = 0;
+  int n_collected = 0;  // a resident slice's collected keys (from pass 1 on)
+  // Not unrolled: the copies of the loop body would not fit the 64 registers of 1024 threads.
+#pragma unroll 1
+  for (int p = 0; p < kPasses; ++p) {
+    const int shift = digit_shift(p), bins = digit_bins(p);
+    const PassDigit pass{prefix, mask, shift, static_cast<uint32_t>(bins - 1)};
+    unsigned* hist = sm.hist[p == 1 ? 1 : 0];
+    const unsigned hist_base = shared_address(hist);
+    if (!resident) {
+      for (int o = w_lo; o < w_hi; o += kChunk) count_chunk(hist_base, pass, keys_at(o), lane);
+    } else if (p > 0) {
+      // A resident slice: passes 1 and 2 count only the collected keys, those whose pass-0 digit is
+      // at or above the k-th key's (those above it are picked later without being counted again).
+      // At pass 1 the slice is walked twice: each warp counts what it collects, a block barrier,
+      // then each warp writes its offsets from its place after the lower warps' (the list in index
+      // order: warps, chunks, lanes, keys) and counts pass 1 as it goes. Pass 2 counts the list.
+      if (p == 1) {
+        int in_warp = 0;
+        for (int o = w_lo; o < w_hi; o += kChunk) {
+          const Keys4 r = keys_at(o);
+          int mine = 0;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) mine += r.k[j] != 0 && r.k[j] >= prefix;
+          in_warp += static_cast<int>(__reduce_add_sync(kFull, static_cast<unsigned>(mine)));
+        }
+        // warp_ties, not scratch: a warp may still be reading pass 0's digit search's scratch.
+        if (lane == 0) sm.warp_ties[warp] = in_warp;
+        __syncthreads();
+        const int through_warp = warp_inclusive_sum(sm.warp_ties[lane], lane);
+        n_collected = __shfl_sync(kFull, through_warp, 31);
+        int slot = __shfl_sync(kFull, through_warp, warp) - in_warp;
+        for (int o = w_lo; o < w_hi; o += kChunk) {
+          const Keys4 r = keys_at(o);
+          int before = 0, in_chunk = 0;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            const unsigned lanes = __ballot_sync(kFull, r.k[j] != 0 && r.k[j] >= prefix);
+            before += __popc(lanes & below);
+            in_chunk += __popc(lanes);
+          }
+          int mine = slot + before;
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            if (r.k[j] != 0 && r.k[j] >= prefix) sm.candidates[mine++] = static_cast<uint16_t>(o + 4 * lane + j);
+          slot += in_chunk;
+          count_chunk(hist_base, pass, r, lane);
+        }
+      } else {
+        for (int q0 = 32 * warp; q0 < n_collected; q0 += kThreads) {
+          const int q = q0 + lane;
+          const uint32_t key = q < n_collected ? sm.keys[sm.candidates[q]] : 0u;
+          const uint32_t first = __shfl_sync(kFull, key, 0);
+          if (__all_sync(kFull, key == first)) {  // one key over the 32 (a plateau)
+            if (lane == 0) count_key(hist_base, pass, first, 32u);
+          } else {
+            count_key(hist_base, pass, key, 1u);
+          }
+        }
+      }
+    }
+    // This CTA's counts complete. One CTA a row: they are the row's, searched as v4 does. Else
+    // each warp publishes its bins' total, one cluster barrier, and warp 0 searches the sum of the
+    // CTAs' counts and hands the digit out (the protocol: the file comment).
+    __syncthreads();
+    DigitFound found;
+    int bin = 0;  // the row's keys in the digit's bin
+    if (c == 1) {
+      // Pass 2's histogram (pass 0's buffer) cleared: pass 0's search read it before this barrier;
+      // find_digit's barrier orders the clear before pass 2's counts.
+      if (p == 1)
+        for (int b = t; b < digit_bins(2); b += kThreads) sm.hist[0][b] = 0;
+      found = find_digit(hist, bins, need, sm.scratch);
+      bin = static_cast<int>(hist[found.digit]);
+    } else {
+      const int top = high_bin(bins, t);
+      const unsigned mine = top > 0 ? hist[top] + hist[top - 1] : 0u;
+      const unsigned segment = __reduce_add_sync(kFull, mine);
+      if (lane == 0) sm.segments[p & 1][warp] = segment;
+      cluster.sync();  // every CTA's counts and segment totals of pass p complete and visible
+      // Pass 2's histogram (pass 0's buffer) cleared: every CTA read pass 0's before arriving at
+      // this barrier; the hand-out barrier below orders the clear before pass 2's counts.
+      if (p == 1)
+        for (int b = t; b < digit_bins(2); b += kThreads) sm.hist[0][b] = 0;
+      if (warp == 0) {
+        const ClusterDigit d = cluster_find_digit(shared_address(sm.segments[p & 1]), hist_base, bins, need, c, lane);
+        if (lane == 0) sm.found = make_int4(d.digit, d.above, d.total, d.bin);
+      }
+      // The hand-out: sm.found is written again only after pass p + 1's first barrier; one load of
+      // exactly its 16 bytes (the file comment).
+      __syncthreads();
+      const int4 f = sm.found;
+      found = {f.x, f.y, f.z};
+      bin = f.w;
+    }
+    if (p == 0 && found.total <= a.k) {  // the same in every thread of the cluster
+      take_all = true;
+      break;
+    }
+    digit = found.digit;
+    need -= found.above;
+    prefix |= static_cast<uint32_t>(digit) << shift;
+    mask |= static_cast<uint32_t>(bins - 1) << shift;
+    if (p == 1 && bin <= kBoundary) {  // the same in every thread of the cluster
+      boundary = true;
+      break;
+    }
+  }
+  // Where boundary: the k-th key lies in [prefix, ceiling] (its top 22 bits found); every key above
+  // ceiling is picked and every key in the bin goes to CTA 0's boundary list (bin <= kBoundary of
+  // them). Else, unless take_all: prefix is the k-th key K (visible, so not 0) and ceiling == K;
+  // pick every key > K and the `need` lowest-indexed keys == K. This CTA's keys == K: bin `digit` of
+  // its last histogram; the lower ranks' ones come first (lane r of every warp reads rank r's).
+  // Nobody writes a histogram after the last pass.
+  const uint32_t ceiling = prefix | ~mask;
+  int tie_take = 0, tie_mine = 0;
+  if (!take_all && !boundary) {
+    unsigned* last = sm.hist[0];
+    const unsigned theirs = lane < rank ? cluster.map_shared_rank(last, lane)[digit] : 0u;
+    const int before = static_cast<int>(__reduce_add_sync(kFull, theirs));
+    tie_mine = static_cast<int>(last[digit]);
+    tie_take = need - before < 0 ? 0 : (need - before > tie_mine ? tie_mine : need - before);
+  }
+  const bool ties_partial = tie_take > 0 && tie_take < tie_mine;  // uniform in the CTA
+  int* count0 = cluster.map_shared_rank(&sm.n_picks, 0);
+  uint64_t* picks0 = cluster.map_shared_rank(sm.picks, 0);
+  // Reserves CTA 0's slots for a warp's picks (pick: this lane's) and returns this lane's.
+  auto reserve = [&](int picks_before, int picks_in_warp) {
+    int slot = 0;
+    if (lane == 0) slot = atomicAdd(count0, picks_in_warp);
+    return __shfl_sync(kFull, slot, 0) + picks_before;
+  };
+  // A key of the boundary bin into CTA 0's boundary list (a few a row: one atomic each; the list's
+  // order does not matter, CTA 0 ranks it).
+  auto to_boundary = [&](uint32_t key, uint32_t index) {
+    const int slot = atomicAdd(cluster.map_shared_rank(&sm.n_boundary, 0), 1);
+    cluster.map_shared_rank(sm.boundary, 0)[slot] = composite(key, index);
+  };
+  if (resident && !take_all && !ties_partial) {
+    // Every key > ceiling and, where this CTA takes its ties, every key == K, or the boundary bin's
+    // keys: all in the collected list.
+    const bool ties_taken = !boundary && tie_take == tie_mine;
+    for (int q0 = 32 * warp; q0 < n_collected; q0 += kThreads) {
+      const int q = q0 + lane;
+      const int o = q < n_collected ? sm.candidates[q] : 0;
+      const uint32_t key = q < n_collected ? sm.keys[o] : 0u;
+      const bool pick = key > ceiling || (ties_taken && key == prefix);
+      if (boundary && key >= prefix && key <= ceiling) to_boundary(key, slice_lo + static_cast<uint32_t>(o));
+      const unsigned picked = __ballot_sync(kFull, pick);
+      if (picked == 0) continue;
+      const int slot = reserve(__popc(picked & below), __popc(picked));
+      if (pick) picks0[slot] = composite(key, slice_lo + static_cast<uint32_t>(o));
+    }
+  } else {
+    // The slice in index order (ranks, warps, chunks and lanes hold increasing indices): the ties
+    // of a partial share are taken by their rank among this CTA's.
+    int tie_rank = 0;  // keys == K before this lane's chunk in this CTA (partial only)
+    if (ties_partial) {
+      unsigned mine = 0;
+      for (int o = w_lo; o < w_hi; o += kChunk) {
+        const Keys4 r = keys_at(o);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) mine += r.k[j] == prefix;
+      }
+      mine = __reduce_add_sync(kFull, mine);
+      if (lane == 0) sm.warp_ties[warp] = static_cast<int>(mine);
+      __syncthreads();
+      for (int w = 0; w < warp; ++w) tie_rank += sm.warp_ties[w];
+    }
+    const uint32_t least = take_all ? 1u : prefix;  // a chunk without a key >= least holds no pick and no tie
+    for (int o = w_lo; o < w_hi; o += kChunk) {
+      const Keys4 r = keys_at(o);
+      if (!__any_sync(kFull, r.k[0] >= least || r.k[1] >= least || r.k[2] >= least || r.k[3] >= least)) continue;
+      bool pick[4];
+      if (!ties_partial) {
+        const bool ties_taken = !take_all && !boundary && tie_take == tie_mine;
+        const uint32_t i = slice_lo + static_cast<uint32_t>(o + 4 * lane);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          pick[j] = take_all ? r.k[j] != 0 : r.k[j] > ceiling || (ties_taken && r.k[j] == prefix);
+          if (boundary && r.k[j] >= prefix && r.k[j] <= ceiling) to_boundary(r.k[j], i + j);
+        }
+      } else {
+        int ties_before = 0, ties_in_chunk = 0;  // keys == K in the chunk before this lane's, and in all
+        unsigned ties[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          pick[j] = r.k[j] > prefix;
+          ties[j] = __ballot_sync(kFull, r.k[j] == prefix);
+          ties_before += __popc(ties[j] & below);
+          ties_in_chunk += __popc(ties[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if ((ties[j] >> lane) & 1u) {
+            pick[j] = tie_rank + ties_before < tie_take;
+            ++ties_before;  // this lane's later keys come after this one
+          }
+        tie_rank += ties_in_chunk;
+      }
+      int picks_before = 0, picks_in_chunk = 0;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const unsigned picked = __ballot_sync(kFull, pick[j]);
+        picks_before += __popc(picked & below);
+        picks_in_chunk += __popc(picked);
+      }
+      if (picks_in_chunk == 0) continue;
+      int slot = reserve(picks_before, picks_in_chunk);
+      const uint32_t i = slice_lo + static_cast<uint32_t>(o + 4 * lane);
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if (pick[j]) picks0[slot++] = composite(r.k[j], i + j);
+    }
+  }
+  cluster.sync();  // every pick is in CTA 0's list; no CTA touches another's memory after this
+  if (rank != 0) return;
+  int n = sm.n_picks;
+  if (boundary) {
+    // The `need` best of the boundary bin's keys (need <= bin: the bin holds the k-th key) land after
+    // the other picks, each at n + the number of boundary keys that beat it: kRankers threads a key,
+    // each comparing every kRankers-th key of the list.
+    const int n_boundary = sm.n_boundary, e = t / kRankers, part = t % kRankers;
+    const uint64_t mine = e < n_boundary ? sm.boundary[e] : 0;
+    int beaten_by = 0;
+#pragma unroll
+    for (int m = 0; m < kBoundary / kRankers; ++m) {
+      const int j = part + kRankers * m;
+      beaten_by += j < n_boundary && sm.boundary[j] > mine ? 1 : 0;
+    }
+#pragma unroll
+    for (int off = 1; off < kRankers; off <<= 1) beaten_by += __shfl_xor_sync(kFull, beaten_by, off);
+    if (part == 0 && e < n_boundary && beaten_by < need) sm.picks[n + beaten_by] = mine;
+    n += need;
+    __syncthreads();  // the list complete before the sort reads it
+  }
+  int32_t* out = a.out + static_cast<int64_t>(blockIdx.x / c) * a.k;
+  for (int col = n + t; col < a.k; col += kThreads) out[col] = -1;
+  if (n <= 512) {
+    sort_by_runs(sm.picks, n, out, a.offset);
+    return;
+  }
+  uint64_t sorted[2];
+  sort_descending(sm.picks, n, sorted);
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    const int col = t + kThreads * e;
+    if (col < n) out[col] = static_cast<int32_t>(composite_index(sorted[e])) + a.offset;
+  }
+}
+
+}  // namespace
+
+namespace detail {
+
+void topk_v5(const TopkArgs& a, cudaStream_t stream) {
+  topk_cluster_launch::launch<topk_v5_kernel>(a, static_cast<int>(sizeof(SmemV5)), "topk v5", stream);
+}
+
+}  // namespace detail
+}  // namespace dsv4::cuda
