@@ -20,7 +20,6 @@
 
 #include "cuda/common/mbarrier.cuh"
 #include "cuda/common/numerics.cuh"
-#include "cuda/common/register_budget.cuh"
 #include "cuda/common/tma.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/indexer/indexer_api.h"
@@ -128,25 +127,7 @@ __device__ inline void consume(Smem<S>& sm, const PrefillArgs& a, const prefill_
 template <ScoreStorage S>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_logits_v3(const __grid_constant__ CUtensorMap keys_map, const PrefillArgs a) {
-  extern __shared__ uint8_t smem_raw[];
-  Smem<S>& sm = *reinterpret_cast<Smem<S>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
-  const prefill_v3::Schedule sched{a.q.count, a.n_cols};
-  if (t == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbarrier_init(smem_addr(&sm.full[s]), 1);                // the producer's expect_tx arrival
-      mbarrier_init(smem_addr(&sm.empty[s]), kConsumerWarps);  // lane 0 of every consumer warp
-    }
-    fence_mbarrier_init();
-  }
-  __syncthreads();
-  if (warp >= kConsumerWarps) {  // the producer warpgroup
-    setmaxnreg_dec<kProducerRegisters>();
-    if (warp == kConsumerWarps && lane == 0) produce<kStages, kTileBytes>(&keys_map, a, sched, sm.b, sm.full, sm.empty);
-    return;
-  }
-  setmaxnreg_inc<kConsumerRegisters>();
-  consume<S>(sm, a, sched, warp / 4, t % kGroupThreads);
+  persistent_cta<Smem<S>, kStages, kConsumerWarps, kProducerRegisters, kConsumerRegisters, consume<S>>(keys_map, a);
 }
 
 template <ScoreStorage S>
