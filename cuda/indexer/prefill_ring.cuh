@@ -4,7 +4,7 @@
 // with its key range (prefill_schedule.h), the producer that loads every computed 128-key tile
 // of the CTA's units with one TMA each (128-byte swizzle) into a ring of kStages stages (full
 // barrier: the tile's bytes have landed; empty: the consumer warps are done reading it), the CTA's
-// body that splits it into the producer warpgroup and the consumers, and the launch.
+// body that splits it into the producer warpgroup and the consumers, and the host side of a call.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -17,6 +17,7 @@
 #include "cuda/common/register_budget.cuh"
 #include "cuda/common/tma.cuh"
 #include "cuda/indexer/indexer_api.h"
+#include "cuda/indexer/logits_launch.h"
 #include "cuda/indexer/logits_tile.cuh"
 #include "cuda/indexer/prefill_schedule.h"
 
@@ -95,13 +96,20 @@ __device__ __forceinline__ void persistent_cta(const CUtensorMap& keys_map, cons
   kConsume(sm, a, sched, warp / 4, t % logits_tile::kGroupThreads);
 }
 
-// The persistent grid of a prefill kernel (v3, v4): min(units, SMs) CTAs of `threads` with `smem`
-// bytes of dynamic shared memory, each looping over the schedule's units of kUnitQueries queries x
-// 2048 columns. who: the name errors give.
+// One instantiation of a prefill kernel (v3, v4): the kernel, its CTA's threads and dynamic shared
+// memory in bytes.
 using PrefillKernel = void (*)(CUtensorMap, PrefillArgs);
-inline void launch_persistent(PrefillKernel kernel, int smem, int threads, const CUtensorMap& keys_map,
-                              const PrefillArgs& a, const char* who, cudaStream_t stream) {
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+struct KernelShape {
+  PrefillKernel kernel;
+  int threads, smem;
+};
+
+// The persistent grid of a prefill kernel (v3, v4): min(units, SMs) CTAs of the shape's threads and
+// shared memory, each looping over the schedule's units of kUnitQueries queries x 2048 columns.
+// who: the name errors give.
+inline void launch_persistent(const KernelShape& k, const CUtensorMap& keys_map, const PrefillArgs& a, const char* who,
+                              cudaStream_t stream) {
+  CUDA_CHECK(cudaFuncSetAttribute(k.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));
   int device = 0, sms = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -111,8 +119,25 @@ inline void launch_persistent(PrefillKernel kernel, int smem, int threads, const
                                                       std::to_string(a.n_cols) +
                                                       " columns make more than 2^31 - 1 units of 4 x 2048");
   const unsigned grid = static_cast<unsigned>(units < sms ? units : sms);
-  kernel<<<grid, threads, smem, stream>>>(keys_map, a);
+  k.kernel<<<grid, k.threads, k.smem, stream>>>(keys_map, a);
   CUDA_CHECK_LAUNCH();
+}
+
+// A prefill call of v3 or v4 (detail::prefill_logits_v3 / v4; indexer_api.h): nothing for an empty
+// one; v2 where the ring is not implemented (FP4 keys; no keys at all: nothing to map); otherwise the
+// key codes' tensor map (16-byte aligned: indexer_logits_prefill checks it) and the persistent
+// launch of the kernel for the call's score storage. who: "indexer_logits_prefill vN".
+inline void call_prefill(const KernelShape& bf16_scores, const KernelShape& fp32_scores, const LogitsParams& p,
+                         const IndexerQueries& q, const DenseKeys& keys, const int32_t* ks, const int32_t* ke,
+                         float* logits, int64_t n_cols, int* inexact, cudaStream_t stream, const char* who) {
+  if (q.count == 0 || n_cols == 0) return;
+  if (p.format == IndexerFormat::fp4 || keys.count == 0) {
+    detail::prefill_logits_v2(p, q, keys, ks, ke, logits, n_cols, inexact, stream);
+    return;
+  }
+  const CUtensorMap keys_map = tensor_map_rows_sw128(keys.codes, keys.count, kIndexerDim, prefill_v3::kTileKeys, who);
+  const PrefillArgs a{q, keys.scales, ks, ke, logits, n_cols};
+  launch_persistent(p.scores == ScoreStorage::bf16 ? bf16_scores : fp32_scores, keys_map, a, who, stream);
 }
 
 }  // namespace dsv4::cuda::prefill_ring
