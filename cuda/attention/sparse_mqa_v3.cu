@@ -124,43 +124,7 @@ __device__ void consume(const Params& p, const Block& b, int begin, int end, int
 #pragma unroll
   for (int h = 0; h < 2; ++h) l[h] = xsum[rows[h]] + xsum[64 + rows[h]];
 
-  const int d0 = kDimsPerConsumer * c;
-  if (splits == 1) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int head = head_base + rows[h];
-      const float sink = p.sink ? p.sink[head] : -INFINITY;
-      const float den = l[h] + expf(sink - m_run[h]);
-      uint16_t* out = p.out_row(row, head) + d0;
-#pragma unroll
-      for (int j = 0; j < 32; ++j) {
-        const int e = 4 * j + 2 * h;
-        const float x0 = l[h] > 0.0f ? o[e] / den : 0.0f;
-        const float x1 = l[h] > 0.0f ? o[e + 1] / den : 0.0f;
-        *reinterpret_cast<uint32_t*>(out + acc_col(t, e)) =
-            static_cast<uint32_t>(bf16_bits(x0)) | (static_cast<uint32_t>(bf16_bits(x1)) << 16);
-      }
-      if (c == 0 && (t & 3) == 0) {
-        if (float* lse = p.lse_at(row, head)) *lse = l[h] > 0.0f ? m_run[h] + logf(l[h]) : INFINITY;
-        if (float* ml = p.max_logit_at(row, head)) *ml = l[h] > 0.0f ? m_run[h] : -INFINITY;
-      }
-    }
-    return;
-  }
-  const int64_t part = (static_cast<int64_t>(split) * p.rows() + row) * p.n_heads + head_base;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float* o_part = ws.o + (part + rows[h]) * kHeadDim + d0;
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int e = 4 * j + 2 * h;
-      *reinterpret_cast<float2*>(o_part + acc_col(t, e)) = make_float2(o[e], o[e + 1]);
-    }
-    if (c == 0 && (t & 3) == 0) {
-      ws.m[part + rows[h]] = m_run[h];
-      ws.l[part + rows[h]] = l[h];
-    }
-  }
+  write_output(p, o, m_run, l, row, head_base, split, splits, ws, c, t, rows);
 }
 
 template <class Params, int kPlanes>

@@ -89,80 +89,14 @@ __device__ void consume_unit(const Params& p, const Smem& m, int u, int splits, 
     sm90::named_barrier(kTurn + c, 256);  // the other consumer has issued its previous QK
     v4::qk_block_all(m.b.base + m.b.plan.q, st.tile, s_acc, kTurn + (c ^ 1));
     if (last) sm90::mbarrier_arrive(m.q_free);  // this unit's q is read: the producer may load the next
-
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int e = 0; e < 32; ++e) {
-      const bool ok = (valid >> acc_col(t, e)) & 1u;
-      s_acc[e] = ok ? s_acc[e] * p.scale : -INFINITY;
-      mx[(e >> 1) & 1] = fmaxf(mx[(e >> 1) & 1], s_acc[e]);
-    }
-    float rescale[2], sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xFFFFFFFFu, mx[h], 1));
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xFFFFFFFFu, mx[h], 2));
-      const float m_new = fmaxf(m_run[h], mx[h]);  // finite: the block has a valid slot
-      rescale[h] = expf(m_run[h] - m_new);         // 0 before the first valid slot (m_run = -inf)
-      m_run[h] = m_new;
-    }
-#pragma unroll
-    for (int e = 0; e < 32; ++e) {
-      const bool ok = (valid >> acc_col(t, e)) & 1u;
-      s_acc[e] = ok ? expf(s_acc[e] - m_run[(e >> 1) & 1]) : 0.0f;  // now p
-      sum[(e >> 1) & 1] += s_acc[e];
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      sum[h] += __shfl_xor_sync(0xFFFFFFFFu, sum[h], 1);
-      sum[h] += __shfl_xor_sync(0xFFFFFFFFu, sum[h], 2);
-      l_run[h] = l_run[h] * rescale[h] + sum[h];
-    }
-#pragma unroll
-    for (int e = 0; e < 128; ++e) o[e] *= rescale[(e >> 1) & 1];
+    v4::softmax_block(s_acc, valid, p.scale, t, m_run, l_run, o);
     v4::pv_block_regs<kPlanes>(s_acc, st.tile, c, o);
     sm90::mbarrier_arrive(st.empty);
   }
 
   asm volatile("" : "+r"(u));  // the unit's row and heads recomputed here, not held through the loop
   const UnitRange r = unit_range(p, u, splits);
-  const int d0 = kDimsPerConsumer * c;
-  if (splits == 1) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int head = r.head_base + rows[h];
-      const float sink = p.sink ? p.sink[head] : -INFINITY;
-      const float den = l_run[h] + expf(sink - m_run[h]);
-      uint16_t* out = p.out_row(r.row, head) + d0;
-#pragma unroll
-      for (int j = 0; j < 32; ++j) {
-        const int e = 4 * j + 2 * h;
-        const float x0 = l_run[h] > 0.0f ? o[e] / den : 0.0f;
-        const float x1 = l_run[h] > 0.0f ? o[e + 1] / den : 0.0f;
-        *reinterpret_cast<uint32_t*>(out + acc_col(t, e)) =
-            static_cast<uint32_t>(bf16_bits(x0)) | (static_cast<uint32_t>(bf16_bits(x1)) << 16);
-      }
-      if (c == 0 && (t & 3) == 0) {
-        if (float* lse = p.lse_at(r.row, head)) *lse = l_run[h] > 0.0f ? m_run[h] + logf(l_run[h]) : INFINITY;
-        if (float* ml = p.max_logit_at(r.row, head)) *ml = l_run[h] > 0.0f ? m_run[h] : -INFINITY;
-      }
-    }
-    return;
-  }
-  const int64_t part = (static_cast<int64_t>(r.split) * p.rows() + r.row) * p.n_heads + r.head_base;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float* o_part = ws.o + (part + rows[h]) * kHeadDim + d0;
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int e = 4 * j + 2 * h;
-      *reinterpret_cast<float2*>(o_part + acc_col(t, e)) = make_float2(o[e], o[e + 1]);
-    }
-    if (c == 0 && (t & 3) == 0) {
-      ws.m[part + rows[h]] = m_run[h];
-      ws.l[part + rows[h]] = l_run[h];
-    }
-  }
+  write_output(p, o, m_run, l_run, r.row, r.head_base, r.split, splits, ws, c, t, rows);
 }
 
 template <class Params, int kPlanes>

@@ -3,16 +3,19 @@
 // test runs on each piece alone (v3_probes.cu): the producer's gather of a block into a k tile (decode:
 // MODEL1 bytes into registers, dequantized exactly into the swizzled bf16 tile; prefill: cp.async of
 // bf16 rows), the validity bits, and the consumers' QK (wgmma m64n32k16, 32 slots per consumer) and
-// PV (wgmma m64n256k16 with the k tile read transposed as V, 256 dims per consumer). Shared-memory
+// PV (wgmma m64n256k16 with the k tile read transposed as V, 256 dims per consumer), and the
+// consumers' output or split partials (also v4's and v5's). Shared-memory
 // addresses and descriptors: v3_layout.cuh.
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "cuda/attention/kernel_params.cuh"
 #include "cuda/attention/mma_layout.cuh"
 #include "cuda/attention/mma_sm80.cuh"
 #include "cuda/attention/model1_codec.cuh"
+#include "cuda/attention/split_combine.cuh"
 #include "cuda/attention/v3_layout.cuh"
 #include "cuda/attention/wgmma_sm90.cuh"
 
@@ -162,6 +165,56 @@ __device__ __forceinline__ void pv_block(uint32_t p_tiles, uint32_t k_tile, int 
   sm90::wgmma_commit();
   sm90::wgmma_wait<0>();
   sm90::fence_registers(o);
+}
+
+// ---- the end of a consumer's work (v3, v4, v5) --------------------------------------------------
+
+// Consumer c's O (64 heads x dims 256c .. 256c+255, accumulator layout), with the running max m_run
+// and sum l of the thread's two heads head_base + rows[h] of query row `row`. splits == 1: O / (l +
+// exp(sink - m)) as bf16 into the output (0 for a head without a valid slot) and, by consumer 0,
+// the lse (m + log l; +inf without a valid slot) and max logit (m; -inf) where asked; splits > 1:
+// the unnormalised O, m and l into split `split`'s partials (split_combine.cuh).
+template <class Params>
+__device__ __forceinline__ void write_output(const Params& p, const float (&o)[128], const float (&m_run)[2],
+                                             const float (&l)[2], int64_t row, int head_base, int split, int splits,
+                                             detail::SplitOut ws, int c, int t, const int (&rows)[2]) {
+  const int d0 = kDimsPerConsumer * c;
+  if (splits == 1) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int head = head_base + rows[h];
+      const float sink = p.sink ? p.sink[head] : -INFINITY;
+      const float den = l[h] + expf(sink - m_run[h]);
+      uint16_t* out = p.out_row(row, head) + d0;
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        const int e = 4 * j + 2 * h;
+        const float x0 = l[h] > 0.0f ? o[e] / den : 0.0f;
+        const float x1 = l[h] > 0.0f ? o[e + 1] / den : 0.0f;
+        *reinterpret_cast<uint32_t*>(out + acc_col(t, e)) =
+            static_cast<uint32_t>(bf16_bits(x0)) | (static_cast<uint32_t>(bf16_bits(x1)) << 16);
+      }
+      if (c == 0 && (t & 3) == 0) {
+        if (float* lse = p.lse_at(row, head)) *lse = l[h] > 0.0f ? m_run[h] + logf(l[h]) : INFINITY;
+        if (float* ml = p.max_logit_at(row, head)) *ml = l[h] > 0.0f ? m_run[h] : -INFINITY;
+      }
+    }
+    return;
+  }
+  const int64_t part = (static_cast<int64_t>(split) * p.rows() + row) * p.n_heads + head_base;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float* o_part = ws.o + (part + rows[h]) * kHeadDim + d0;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const int e = 4 * j + 2 * h;
+      *reinterpret_cast<float2*>(o_part + acc_col(t, e)) = make_float2(o[e], o[e + 1]);
+    }
+    if (c == 0 && (t & 3) == 0) {
+      ws.m[part + rows[h]] = m_run[h];
+      ws.l[part + rows[h]] = l[h];
+    }
+  }
 }
 
 }  // namespace dsv4::cuda::attention::v3

@@ -2,10 +2,12 @@
 // The consumer pieces of v4 (sparse_mqa_v4.cu), shared with the probe kernels (v3_probes.cu): each
 // consumer warpgroup computes S for all 64 slots of a block (wgmma m64n64k16, A = q, B = the k tile,
 // both from shared memory, as v3's QK but N = 64), and P V for its 256 dims with P taken from its own
-// registers (wgmma m64n256k16, A from registers, B = the k tile read transposed, as v3's PV).
+// registers (wgmma m64n256k16, A from registers, B = the k tile read transposed, as v3's PV); between
+// the two, the online-softmax step of the block (also v5's).
 // Addresses and descriptors: v3_layout.cuh.
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "cuda/attention/mma_layout.cuh"
@@ -33,6 +35,45 @@ __device__ __forceinline__ void qk_block_all(uint32_t q_tile, uint32_t k_tile, f
   if (issued >= 0) sm90::named_barrier_arrive(issued, 256);
   sm90::wgmma_wait<0>();
   sm90::fence_registers(s);
+}
+
+// The online-softmax step of one block (v4, v5), after qk_block_all: s (S of the block; the slots
+// whose bit of `valid` is set, at least one) becomes p = exp(scale s - m_run) in place (0 at the
+// other slots); for each of the thread's two heads (element e: head (e >> 1) & 1), m_run becomes the
+// max of itself and the block's scale s (over the quad's 4 lanes), l_run is rescaled by
+// exp(m_old - m_new) and the block's sum of p added, and o is rescaled the same.
+__device__ __forceinline__ void softmax_block(float (&s_acc)[32], uint64_t valid, float scale, int t, float (&m_run)[2],
+                                              float (&l_run)[2], float (&o)[128]) {
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int e = 0; e < 32; ++e) {
+    const bool ok = (valid >> acc_col(t, e)) & 1u;
+    s_acc[e] = ok ? s_acc[e] * scale : -INFINITY;
+    mx[(e >> 1) & 1] = fmaxf(mx[(e >> 1) & 1], s_acc[e]);
+  }
+  float rescale[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xFFFFFFFFu, mx[h], 1));
+    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xFFFFFFFFu, mx[h], 2));
+    const float m_new = fmaxf(m_run[h], mx[h]);  // finite: the block has a valid slot
+    rescale[h] = expf(m_run[h] - m_new);         // 0 before the first valid slot (m_run = -inf)
+    m_run[h] = m_new;
+  }
+#pragma unroll
+  for (int e = 0; e < 32; ++e) {
+    const bool ok = (valid >> acc_col(t, e)) & 1u;
+    s_acc[e] = ok ? expf(s_acc[e] - m_run[(e >> 1) & 1]) : 0.0f;  // now p
+    sum[(e >> 1) & 1] += s_acc[e];
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    sum[h] += __shfl_xor_sync(0xFFFFFFFFu, sum[h], 1);
+    sum[h] += __shfl_xor_sync(0xFFFFFFFFu, sum[h], 2);
+    l_run[h] = l_run[h] * rescale[h] + sum[h];
+  }
+#pragma unroll
+  for (int e = 0; e < 128; ++e) o[e] *= rescale[(e >> 1) & 1];
 }
 
 // The A fragment of k-step ks (slots 16ks .. 16ks+15) from the accumulator layout of S / P: the warp's

@@ -2,9 +2,9 @@
 // What the decode logits kernels (logits_decode_v2.cu, v3, v4; sm_90a) share: the scoring of one
 // 64-key tile staged in shared memory by one warpgroup (FP4 codes unpacked to e4m3 with their slice
 // scales, the tile MMA and epilogue of logits_tile.cuh, the key's scale word, -inf past the
-// sequence's length), the shared memory of the one-warpgroup kernels (v2, v3), a key's place in the
-// pool in page_walk.h's 32-bit arithmetic (v3, v4), and the launch. The kernels differ only in how
-// the keys reach shared memory, so that they all compute the same logits bit for bit.
+// sequence's length), the shared memory of the one-warpgroup kernels (v2, v3), the tiles of a CTA's
+// chunk, a key's place in the pool in page_walk.h's 32-bit arithmetic (v3, v4), and the launch. The kernels differ only
+// in how the keys reach shared memory, so that they all compute the same logits bit for bit.
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -113,6 +113,31 @@ __device__ inline void score_tile(const uint8_t* a_tile, const uint8_t* codes, c
   const HeadSum<S> sum = head_sum<S, kTileKeys>(acc, row_weights, scratch.red, t, g);
   const int64_t col = first_col + t;
   if (t < kTileKeys && col < n_cols) out_row[col] = col < len ? finish<S>(sum, key_scale) : -INFINITY;
+}
+
+// ---- a CTA's chunk (v2 to v5) -----------------------------------------------------------------
+
+// The column tiles of the CTA of chunk blockIdx.y of a sequence of length len, in a row of n_cols
+// columns: [begin, end) the chunk's, [begin, last) those that hold keys (none where last <= begin).
+struct ChunkTiles {
+  int64_t begin, end, last;
+};
+
+__device__ inline ChunkTiles chunk_tiles(int64_t len, int64_t n_cols) {
+  const int64_t n_col_tiles = (n_cols + kTileKeys - 1) / kTileKeys;
+  const int64_t begin = static_cast<int64_t>(blockIdx.y) * kChunkTiles;
+  const int64_t end = min(begin + kChunkTiles, n_col_tiles);
+  const int64_t key_tiles = (len + kTileKeys - 1) / kTileKeys;
+  return {begin, end, min(end, key_tiles)};
+}
+
+// -inf into the chunk's columns below n_cols in the tiles that hold no key (from max(last, begin)
+// to end), by threads t < kTileKeys of a one-warpgroup kernel (v2, v3), a column a tile each.
+__device__ inline void write_keyless_tiles(float* out_row, const ChunkTiles& chunk, int64_t n_cols, int t) {
+  for (int64_t tile = max(chunk.last, chunk.begin); tile < chunk.end; ++tile) {
+    const int64_t col = tile * kTileKeys + t;
+    if (t < kTileKeys && col < n_cols) out_row[col] = -INFINITY;
+  }
 }
 
 // ---- the page walk on the device (v3, v4) ----------------------------------------------------

@@ -98,21 +98,14 @@ __global__ void __launch_bounds__(kThreads) decode_logits_v2(const DecodeArgs a)
   const int t = threadIdx.x;
   const int64_t b = blockIdx.x;
   const int64_t len = a.context_lens[b];
-  const int64_t n_col_tiles = (a.n_cols + kTileKeys - 1) / kTileKeys;
-  const int64_t chunk_begin = static_cast<int64_t>(blockIdx.y) * kChunkTiles;
-  const int64_t chunk_end = min(chunk_begin + kChunkTiles, n_col_tiles);
-  const int64_t key_tiles = (len + kTileKeys - 1) / kTileKeys;
-  const int64_t last = min(chunk_end, key_tiles);  // tiles [chunk_begin, last) hold keys
+  const ChunkTiles chunk = chunk_tiles(len, a.n_cols);
   float* out_row = a.logits + b * a.n_cols;
-  for (int64_t tile = max(last, chunk_begin); tile < chunk_end; ++tile) {
-    const int64_t col = tile * kTileKeys + t;
-    if (t < kTileKeys && col < a.n_cols) out_row[col] = -INFINITY;
-  }
-  const int64_t n_tiles = last - chunk_begin;
+  write_keyless_tiles(out_row, chunk, a.n_cols, t);
+  const int64_t n_tiles = chunk.last - chunk.begin;
   if (n_tiles <= 0) return;
 
   for (int p = 0; p < kStages - 1; ++p) {
-    if (p < n_tiles) load_tile<F, S, L>(sm, p, chunk_begin + p, len, a.keys, b, t);
+    if (p < n_tiles) load_tile<F, S, L>(sm, p, chunk.begin + p, len, a.keys, b, t);
     copy_commit();
   }
   float row_weights[2];
@@ -129,10 +122,10 @@ __global__ void __launch_bounds__(kThreads) decode_logits_v2(const DecodeArgs a)
     wgmma::fence_shared_for_async();
     __syncthreads();
     if (it + kStages - 1 < n_tiles)
-      load_tile<F, S, L>(sm, (st + kStages - 1) % kStages, chunk_begin + it + kStages - 1, len, a.keys, b, t);
+      load_tile<F, S, L>(sm, (st + kStages - 1) % kStages, chunk.begin + it + kStages - 1, len, a.keys, b, t);
     copy_commit();
     score_tile<F, S>(sm.a, sm.stage_codes[st], sm.stage_scales[st], sm.scratch, row_weights, out_row,
-                     (chunk_begin + it) * kTileKeys, len, a.n_cols, t, 0);
+                     (chunk.begin + it) * kTileKeys, len, a.n_cols, t, 0);
   }
 }
 

@@ -95,23 +95,16 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_logits_v3(const D
   const int t = threadIdx.x;
   const int64_t b = blockIdx.x;
   const int64_t len = a.context_lens[b];
-  const int64_t n_col_tiles = (a.n_cols + kTileKeys - 1) / kTileKeys;
-  const int64_t chunk_begin = static_cast<int64_t>(blockIdx.y) * kChunkTiles;
-  const int64_t chunk_end = min(chunk_begin + kChunkTiles, n_col_tiles);
-  const int64_t key_tiles = (len + kTileKeys - 1) / kTileKeys;
-  const int64_t last = min(chunk_end, key_tiles);  // tiles [chunk_begin, last) hold keys
+  const ChunkTiles chunk = chunk_tiles(len, a.n_cols);
   float* out_row = a.logits + b * a.n_cols;
-  for (int64_t tile = max(last, chunk_begin); tile < chunk_end; ++tile) {
-    const int64_t col = tile * kTileKeys + t;
-    if (t < kTileKeys && col < a.n_cols) out_row[col] = -INFINITY;
-  }
-  const int n_tiles = static_cast<int>(last - chunk_begin);
+  write_keyless_tiles(out_row, chunk, a.n_cols, t);
+  const int n_tiles = static_cast<int>(chunk.last - chunk.begin);
   if (n_tiles <= 0) return;
 
   // Keys below len < 2^31: a tile's first key fits 32 bits.
   const SequencePages pages{a.keys.pool, a.keys.block_table + b * a.keys.table_stride, a.divider, a.strides,
                             static_cast<uint32_t>(len)};
-  const uint32_t chunk_first_key = static_cast<uint32_t>(chunk_begin * kTileKeys);
+  const uint32_t chunk_first_key = static_cast<uint32_t>(chunk.begin * kTileKeys);
   for (int p = 0; p < kStages - 1; ++p) {
     if (p < n_tiles) load_tile<F, S, L>(sm, p, chunk_first_key + p * kTileKeys, pages, t);
     copy_commit();
@@ -133,7 +126,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) decode_logits_v3(const D
       load_tile<F, S, L>(sm, ahead, chunk_first_key + static_cast<uint32_t>(it + kStages - 1) * kTileKeys, pages, t);
     copy_commit();
     score_tile<F, S>(sm.a, sm.stage_codes[st], sm.stage_scales[st], sm.scratch, row_weights, out_row,
-                     (chunk_begin + it) * kTileKeys, len, a.n_cols, t, 0);
+                     (chunk.begin + it) * kTileKeys, len, a.n_cols, t, 0);
     st = st + 1 == kStages ? 0 : st + 1;
     ahead = ahead + 1 == kStages ? 0 : ahead + 1;
   }

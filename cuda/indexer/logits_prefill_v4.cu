@@ -17,8 +17,6 @@
 
 #include "cuda/common/mbarrier.cuh"
 #include "cuda/common/numerics.cuh"
-#include "cuda/common/register_budget.cuh"
-#include "cuda/common/tma.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/indexer/indexer_api.h"
 #include "cuda/indexer/key_major_tile.cuh"
@@ -111,9 +109,13 @@ __device__ inline void build_half(uint8_t* pair_tile, uint32_t weights, const In
   }
 }
 
-// Consumer warpgroup g (thread tg of it): its pair and half of every unit of the CTA.
+// Consumer warpgroup `group` (thread tg of it): its pair and half of every unit of the CTA.
 template <ScoreStorage S>
-__device__ inline void consume(Smem<S>& sm, const PrefillArgs& a, const prefill_v3::Schedule& sched, int g, int tg) {
+__device__ inline void consume(Smem<S>& sm, const PrefillArgs& a, const prefill_v3::Schedule& sched, int group,
+                               int tg) {
+  // The warpgroup's index through a shuffle: the compiler then knows it is uniform across the warp
+  // and keeps the descriptors' arithmetic in uniform registers.
+  const int g = __shfl_sync(0xffffffffu, group, 0);
   const int pair = g / kHalves, half = g % kHalves;
   const int warp = tg / 32, lane = tg % 32;
   const int key = key_major::kKeys * half + key_major::out_key(warp, lane);  // this lane's column in a tile
@@ -187,33 +189,12 @@ __device__ inline void consume(Smem<S>& sm, const PrefillArgs& a, const prefill_
 template <ScoreStorage S>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_logits_v4(const __grid_constant__ CUtensorMap keys_map, const PrefillArgs a) {
-  extern __shared__ uint8_t smem_raw[];
-  Smem<S>& sm = *reinterpret_cast<Smem<S>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
-  const prefill_v3::Schedule sched{a.q.count, a.n_cols};
-  if (t == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbarrier_init(smem_addr(&sm.full[s]), 1);                // the producer's expect_tx arrival
-      mbarrier_init(smem_addr(&sm.empty[s]), kConsumerWarps);  // lane 0 of every consumer warp
-    }
-    fence_mbarrier_init();
-  }
-  __syncthreads();
-  if (warp >= kConsumerWarps) {  // the producer warpgroup
-    setmaxnreg_dec<kProducerRegisters>();
-    if (warp == kConsumerWarps && lane == 0) produce<kStages, kTileBytes>(&keys_map, a, sched, sm.b, sm.full, sm.empty);
-    return;
-  }
-  setmaxnreg_inc<kConsumerRegisters>();
-  // The warpgroup's index through a shuffle: the compiler then knows it is uniform across the warp
-  // and keeps the descriptors' arithmetic in uniform registers.
-  consume<S>(sm, a, sched, __shfl_sync(0xffffffffu, warp / 4, 0), t % kGroupThreads);
+  persistent_cta<Smem<S>, kStages, kConsumerWarps, kProducerRegisters, kConsumerRegisters, consume<S>>(keys_map, a);
 }
 
 template <ScoreStorage S>
-void launch(const CUtensorMap& keys_map, const PrefillArgs& a, cudaStream_t stream) {
-  const int smem = static_cast<int>(sizeof(Smem<S>)) + 1024;  // + the base's rounding to 1024
-  launch_persistent(prefill_logits_v4<S>, smem, kThreads, keys_map, a, "indexer_logits_prefill v4", stream);
+KernelShape shape() {
+  return {prefill_logits_v4<S>, kThreads, static_cast<int>(sizeof(Smem<S>)) + 1024};  // + the base's rounding to 1024
 }
 
 }  // namespace
@@ -222,18 +203,8 @@ namespace detail {
 
 void prefill_logits_v4(const LogitsParams& p, const IndexerQueries& q, const DenseKeys& keys, const int32_t* ks,
                        const int32_t* ke, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream) {
-  if (q.count == 0 || n_cols == 0) return;
-  // Where v4 is not implemented, v2 (indexer_api.h): FP4 keys, no keys at all (every range empty:
-  // nothing to map). The key codes are 16-byte aligned (indexer_logits_prefill checks it).
-  if (p.format == IndexerFormat::fp4 || keys.count == 0) {
-    prefill_logits_v2(p, q, keys, ks, ke, logits, n_cols, inexact, stream);
-    return;
-  }
-  const CUtensorMap keys_map =
-      tensor_map_rows_sw128(keys.codes, keys.count, kIndexerDim, kTileKeys, "indexer_logits_prefill v4");
-  const PrefillArgs a{q, keys.scales, ks, ke, logits, n_cols};
-  p.scores == ScoreStorage::bf16 ? launch<ScoreStorage::bf16>(keys_map, a, stream)
-                                 : launch<ScoreStorage::fp32>(keys_map, a, stream);
+  call_prefill(shape<ScoreStorage::bf16>(), shape<ScoreStorage::fp32>(), p, q, keys, ks, ke, logits, n_cols, inexact,
+               stream, "indexer_logits_prefill v4");
 }
 
 }  // namespace detail

@@ -250,13 +250,18 @@ __device__ inline HeadSum<S> head_sum(const float (&acc)[N / 2], const float (&r
   return total;
 }
 
-// The logit of a column from its head sum and the key's 2^c_j (exact), rounded to S.
+// The logit of a column from its head sum and the key's 2^c_j (exact), rounded to S. The product
+// plus +0 in one fma: a sum of 64 terms that are all -0 (every relu'd zero times a negative weight,
+// or x = -0 times a positive one) becomes +0, as the oracle's head sum, which starts from +0;
+// nothing else changes (p + 0 = p for every other p, NaN included, and the fma rounds the exact
+// product once, as the multiplication alone would). No instruction more: the FMUL / DMUL becomes
+// an FFMA / DFMA with a zero addend, which the compiler may not drop (x + 0 is not x for x = -0).
 template <ScoreStorage S>
 __device__ inline float finish(HeadSum<S> sum, float key_scale) {
   if constexpr (S == ScoreStorage::bf16)
-    return bf16_round(static_cast<float>(sum * static_cast<double>(key_scale)));
+    return bf16_round(static_cast<float>(fma(sum, static_cast<double>(key_scale), 0.0)));
   else
-    return sum * key_scale;
+    return fmaf(sum, key_scale, 0.0f);
 }
 
 }  // namespace dsv4::cuda::logits_tile

@@ -32,6 +32,8 @@
 //              addition tree: test_cuda_indexer_host checks the tree).
 // The epilogue's hardware bf16 rounding against bf16_round over all 2^32 fp32 inputs; max.NaN.f32
 // as a relu candidate over the same inputs (its zeros reported).
+// The sign of a zero logit: on inputs where every logit is exact, some with 64 head terms that are
+// all -0, every prefill and decode version bitwise the oracle's (+0 there: its head sum starts from +0).
 // Plus 20 reruns bitwise identical, a query's logits independent of its batch neighbours (prefill v2,
 // v3 and v4, decode v3, v4 and v5), zero-length calls, argument checks.
 #include <doctest/doctest.h>
@@ -713,6 +715,192 @@ TEST_CASE(
                    std::bit_cast<uint32_t>(first[static_cast<size_t>((batch - 1 - i) * n_cols + j)]);
         CHECK(bad == 0);
       }
+}
+
+// ---- the sign of a zero logit -----------------------------------------------------------------------
+
+namespace {
+
+// Inputs whose every logit is exact in every kernel's arithmetic and the oracle's, some of them 0:
+// query i's head h is c_h in every dim (|c_h| 1 or 2), key j is +-1 in each dim with a sum s_j that
+// is never 0 (no dot product is 0: the tensor core does not specify the sign of an exact zero),
+// every scale 2^0, weights +-2^e. The dot products (c_h s_j, at most 256 in magnitude), the terms
+// and the head sums are exact, so every version must give the oracle's logits bit for bit, the sign
+// of a zero included. A logit is 0 where every head's dot product is negative (relu: +0), and its
+// 64 terms w_h (+0) are all -0 for
+//   query 0: every weight negative, at the keys with s_j < 0;
+//   query 1: every weight -0, at every key (a positive dot product times -0 is -0 too);
+//   query 3: query 0's weights with c_h negative, at the keys with s_j > 0;
+// while query 2's weights have both signs (its zero logits have terms of both signs). A head sum
+// started from the first term is -0 at the zeros of queries 0, 1 and 3 and +0 at query 2's; the
+// oracle's, started from +0, is +0 at all of them.
+constexpr int kZeroQueries = 4;
+
+// 128 values on the e2m1 / e4m3 grid -> one vector's codes and 2^0 scales.
+void encode_exact(const double* values, IndexerFormat f, uint8_t* codes, uint8_t* scales) {
+  for (int c = 0; c < 128; ++c) {
+    const float v = static_cast<float>(values[c]);
+    if (f == IndexerFormat::fp8)
+      codes[c] = cuda::e4m3_code(v);
+    else
+      codes[c / 2] = static_cast<uint8_t>(codes[c / 2] | (cuda::e2m1_code(v) << (4 * (c % 2))));
+  }
+  for (int b = 0; b < 4; ++b) scales[b] = f == IndexerFormat::fp8 && b > 0 ? 0 : cuda::ue8m0_code(0);
+}
+
+cuda::HostVectors encode_rows(const Mat& values, int per_row, IndexerFormat f) {
+  cuda::HostVectors v;
+  v.format = f;
+  v.count = values.rows() * per_row;
+  v.codes.assign(static_cast<size_t>(v.count * cuda::code_bytes(f)), 0);
+  v.scales.assign(static_cast<size_t>(v.count * 4), 0);
+  for (Index i = 0; i < values.rows(); ++i)
+    for (int h = 0; h < per_row; ++h) {
+      double row[128];
+      for (int c = 0; c < 128; ++c) row[c] = values(i, h * 128 + c);
+      const int64_t vec = i * per_row + h;
+      encode_exact(row, f, v.codes.data() + vec * cuda::code_bytes(f), v.scales.data() + vec * 4);
+    }
+  return v;
+}
+
+// n keys of +-1 dims: key 0 all -1, key 1 all +1, the others a random count of -1 (never 64) at
+// random dims.
+Mat zero_logit_keys(int64_t n, std::mt19937_64& gen) {
+  std::uniform_int_distribution<int> negatives(0, 127);
+  Mat k(n, 128);
+  for (Index j = 0; j < n; ++j) {
+    int neg = j == 0 ? 128 : j == 1 ? 0 : negatives(gen);
+    if (j > 1 && neg >= 64) ++neg;  // 0..63, 65..128
+    std::vector<double> row(128, 1.0);
+    std::fill_n(row.begin(), neg, -1.0);
+    std::shuffle(row.begin(), row.end(), gen);
+    for (int c = 0; c < 128; ++c) k(j, c) = row[static_cast<size_t>(c)];
+  }
+  return k;
+}
+
+// The four queries above (64 heads) in format f into in, and in's host vectors to the device.
+void set_zero_logit_queries(Inputs& in, IndexerFormat f, std::mt19937_64& gen) {
+  std::uniform_int_distribution<int> exponent(-3, 1), coin(0, 1);
+  in.heads = 64;
+  in.format = f;
+  in.q_values.resize(kZeroQueries, 64 * 128);
+  in.weights.resize(kZeroQueries, 64);
+  for (int i = 0; i < kZeroQueries; ++i)
+    for (int h = 0; h < 64; ++h) {
+      const double c = (h % 3 == 0 ? 2.0 : 1.0) * (i == 3 ? -1.0 : 1.0);
+      for (int d = 0; d < 128; ++d) in.q_values(i, h * 128 + d) = c;
+      const double magnitude = std::ldexp(1.0, exponent(gen));
+      in.weights(i, h) = i == 1 ? -0.0 : i == 2 && coin(gen) == 1 ? magnitude : -magnitude;
+    }
+  in.w.assign(in.weights.data(), in.weights.data() + in.weights.size());
+  in.q = encode_rows(in.q_values, 64, f);
+  in.upload();
+}
+
+// The zero logits of want: how many, and how many of them are -0 (the oracle has none).
+struct Zeros {
+  int64_t zeros = 0, negative = 0;
+};
+Zeros count_zeros(const std::vector<float>& want) {
+  Zeros z;
+  for (float x : want)
+    if (x == 0.0f) {
+      ++z.zeros;
+      z.negative += std::signbit(x);
+    }
+  return z;
+}
+
+}  // namespace
+
+TEST_CASE("a logit whose 64 head terms are all -0 is +0 as the oracle's, in every prefill and decode version") {
+  TallyBook book;
+  const auto check_bitwise = [&](const std::vector<float>& got, const std::vector<float>& want, Variant v,
+                                 const std::string& what) {
+    cuda::testing::Tally t;
+    t.compared = static_cast<int64_t>(want.size());
+    t.differing = cuda::testing::bitwise_differences(got, want);
+    CHECK(t.differing == 0);
+    CHECK(count_zeros(got).negative == 0);
+    book.at(v, what) += t;
+  };
+  for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8})
+    for (ScoreStorage st : {ScoreStorage::bf16, ScoreStorage::fp32}) {
+      // Prefill against the oracle's indexer_scores: every key visible (ratio 1), 3 tiles of 128.
+      const int64_t n_keys = 300;
+      for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4}) {
+        const auto c = Case::select(CaseId("zero_logit_sign_prefill")
+                                        .with("format", cuda::format_name(f))
+                                        .with("scores", cuda::storage_name(st))
+                                        .with("n_keys", n_keys)
+                                        .with("variant", v));
+        if (!c) continue;
+        INFO(c->reproduce());
+        std::mt19937_64 gen = c->rng();
+        Inputs in(kZeroQueries, 1, 64, f, 0, gen);
+        in.k_values = zero_logit_keys(n_keys, gen);
+        in.k = encode_rows(in.k_values, 1, f);
+        set_zero_logit_queries(in, f, gen);
+        const Mat oracle = ref::indexer_scores(in.q_values, in.weights, in.k_values, n_keys, 1, policy(f, true, st));
+        std::vector<float> want(static_cast<size_t>(kZeroQueries * n_keys));
+        for (int64_t i = 0; i < kZeroQueries; ++i)
+          for (int64_t j = 0; j < n_keys; ++j)
+            want[static_cast<size_t>(i * n_keys + j)] = static_cast<float>(oracle(i, j));
+        const Zeros z = count_zeros(want);
+        CHECK(z.zeros >= n_keys);  // query 1's row, and queries 0, 2 and 3 at about half the keys
+        CHECK(z.negative == 0);    // the oracle's head sum starts from +0
+        const std::vector<int32_t> ks(kZeroQueries, 0), ke(kZeroQueries, static_cast<int32_t>(n_keys));
+        const DeviceBuffer<int32_t> dks(ks), dke(ke);
+        GuardedBuffer<float> logits(want.size());
+        logits.poison(0xFF);
+        cuda::indexer_logits_prefill({64, f, st}, in.queries(), in.keys(), dks.get(), dke.get(), logits.get(), n_keys,
+                                     v);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        const std::vector<float> got = logits.download();
+        CHECK(logits.damaged_guard_bytes() == 0);
+        check_bitwise(got, want, v, std::string("prefill ") + cuda::format_name(f) + " " + cuda::storage_name(st));
+      }
+      // Decode against logit_serial (the oracle's order, test_cuda_host) over both cache layouts.
+      for (cuda::IndexerCacheLayout layout :
+           {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm})
+        for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5}) {
+          const std::vector<int32_t> lens{300, 64, 1, 130};
+          const int64_t n_cols = 320;
+          const int page_keys = layout == cuda::IndexerCacheLayout::deepgemm ? 64 : 32;
+          const auto c = Case::select(CaseId("zero_logit_sign_decode")
+                                          .with("layout", layout_name(layout))
+                                          .with("format", cuda::format_name(f))
+                                          .with("scores", cuda::storage_name(st))
+                                          .with("lens", std::vector<int64_t>(lens.begin(), lens.end()))
+                                          .with("variant", v));
+          if (!c) continue;
+          INFO(c->reproduce());
+          std::mt19937_64 gen = c->rng();
+          PagedCall call(lens, layout, f, page_keys, n_cols, gen);
+          set_zero_logit_queries(call.in, f, gen);  // query b: sequence b's
+          std::vector<float> want(static_cast<size_t>(call.batch() * n_cols));
+          for (int b = 0; b < call.batch(); ++b) {
+            const int32_t len = lens[static_cast<size_t>(b)];
+            call.keys[static_cast<size_t>(b)] = encode_rows(zero_logit_keys(len, gen), 1, f);
+            call.in.k = call.keys[static_cast<size_t>(b)];  // the reference reads sequence b's keys
+            for (int64_t t = 0; t < n_cols; ++t)
+              want[static_cast<size_t>(b * n_cols + t)] = t < len ? call.in.logit(b, t, st) : -kInf;
+          }
+          call.dpool = DeviceBuffer<uint8_t>(
+              cuda::pack_paged(call.keys, call.ps.pages, layout, page_keys, call.ps.pool_pages, 0xFF));
+          call.pk.pool = call.dpool.get();
+          const Zeros z = count_zeros(want);
+          CHECK(z.zeros >= lens[1]);  // query 1's row at least
+          CHECK(z.negative == 0);
+          const std::vector<float> got = call.run(st, v);
+          check_bitwise(
+              got, want, v,
+              std::string("decode ") + layout_name(layout) + " " + cuda::format_name(f) + " " + cuda::storage_name(st));
+        }
+    }
+  MESSAGE(book.table());
 }
 
 // ---- invariances, edges, arguments ------------------------------------------------------------------
