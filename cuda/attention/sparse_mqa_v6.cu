@@ -2,20 +2,21 @@
 // 64-slot block (sm_90a). docs/cuda-attention.md has the design, the prediction and its falsifier.
 // Against v5, whose two consumers each computed the whole S of every block:
 //   - consumer 0 (warpgroup 1) computes S for all 64 slots, the online softmax (v5's arithmetic,
-//     operation for operation), stores the probabilities and the block's rescale factor into the p
-//     buffer of the block's stage, arrives on the named barrier kPReady + stage, then rescales its O
-//     and issues O[:, 0:256] += P V from its registers;
-//   - consumer 1 (warpgroup 2) waits on that barrier, loads the probabilities into the very registers
-//     consumer 0 held them in (same thread, same element), rescales its O and issues
-//     O[:, 256:512] += P V with v4's P V (P from registers), the same instructions on the same values
-//     as v5's consumer 1;
+//     operation for operation), stores the probabilities (fp32) and the block's rescale factors into
+//     the p buffer of the block's stage, arrives on the named barrier kPReady + stage, then rescales
+//     its O and issues O[:, 0:256] += P V; before waiting for that P V it waits for the next block and
+//     issues its QK (one block ahead: the tensor pipe runs both P V and the next QK back to back);
+//   - consumer 1 (warpgroup 2) waits on that barrier, rescales its O and issues O[:, 256:512] += P V;
+//   - both take P from the p buffer into v4's A fragments (P V with A from registers): the same thread
+//     holds the same elements in both warpgroups, the bf16 planes recomputed from the stored fp32
+//     value by v4's exact subtractions, so each consumer's P V is v5's on the same values;
 //   - the p buffers are double-buffered by stage: consumer 0 writes block n's only after waiting for
 //     `full` of block n, which the producer arrives on only after both consumers released block n - 2
 //     (consumer 1 arrives on `empty` after its P V of n - 2 completed): no "p free" barrier;
 //   - at the end of a work unit consumer 0 stores the final row maximum and sum, both consumers sync,
 //     and consumer 1 normalizes its half with them (one buffer per unit parity).
 // Producers: decode is v4's (MODEL1 bytes through registers: v5's staging area has no room beside the
-// p buffers), on the persistent grid; prefill is v5's. Each consumer's outputs are therefore v5's bits.
+// p buffers), on the persistent grid; prefill is v5's. The outputs are therefore v5's bits.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -43,7 +44,7 @@ template <class Params>
 struct Budget;
 template <>
 struct Budget<DecodeParams> {
-  static constexpr int producer = 104, consumer0 = 216, consumer1 = 184;
+  static constexpr int producer = 112, consumer0 = 216, consumer1 = 176;
 };
 template <>
 struct Budget<PrefillParams> {
@@ -92,35 +93,73 @@ static_assert(v6::plan().p[1] == Smem::kP0 + v6::kPBuffer && v6::plan().rescale[
                   v6::plan().lm[1] == Smem::kLm0 + 64 * 8,
               "Smem's accessors follow v6's plan");
 
-// O (64 heads x dims 256c .. 256c+255) += P V over the block's 64 slots with the probabilities read
-// back from a p buffer (thread t's own elements): v4::pv_block_regs's arithmetic and wgmma order, plane
-// after plane, but each plane's residual recomputed from the stored fp32 value (prob - hi - mid ...:
-// the same subtractions on the same values, so the same planes) instead of 32 live registers.
+// P V with the probabilities read back from a p buffer (thread t's own elements): v4::pv_block_regs's
+// arithmetic and wgmma order, plane after plane, each plane's residual recomputed from the stored fp32
+// value (prob - hi - mid ...: the same subtractions on the same values, so the same planes) instead of
+// 32 live registers.
+
+// Plane `plane` of the probabilities of stage s -> the A fragments of the 4 k-steps (16 slots each).
+__device__ __forceinline__ void load_plane(const Smem& m, int s, int t, int plane, uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {  // float4 j = elements 4j .. 4j+3 = words 2(j%2), 2(j%2)+1 of k-step j/2
+    float x[4];
+    ld_shared_f4(m.p(s, j, t), x[0], x[1], x[2], x[3]);
+#pragma unroll
+    for (int q = 0; q < plane; ++q)  // plane: a constant of the caller's unrolled loop
+#pragma unroll
+      for (int i = 0; i < 4; ++i) x[i] = x[i] - bf16_value(bf16_bits(x[i]));  // exact: the part still missing
+    a[j >> 1][2 * (j & 1)] = v4::pack_bf16(x[0], x[1]);
+    a[j >> 1][2 * (j & 1) + 1] = v4::pack_bf16(x[2], x[3]);
+  }
+}
+
+// O (64 heads x dims 256c .. 256c+255) += plane (a) x V over the block's 64 slots: issued and committed,
+// not waited for (a and o must stay untouched until the group completes).
+__device__ __forceinline__ void issue_pv(const uint32_t (&a)[4][4], uint32_t k_tile, int c, float (&o)[128]) {
+  sm90::fence_registers(o);
+  sm90::wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks)
+    sm90::wgmma_m64n256k16_rs_tb(o, a[ks], mn_major_desc(mn_major_start(k_tile, (kDimsPerConsumer / 64) * c, ks)), 1);
+  sm90::wgmma_commit();
+}
+
+// Every plane but the last issued and waited for; the last one issued (its group still in flight, `a`
+// holding its fragments).
 template <int kPlanes>
-__device__ __forceinline__ void pv_block_stored(const Smem& m, int s, int t, uint32_t k_tile, int c, float (&o)[128]) {
+__device__ __forceinline__ void pv_block_but_wait(const Smem& m, int s, int t, uint32_t k_tile, int c,
+                                                  uint32_t (&a)[4][4], float (&o)[128]) {
 #pragma unroll
   for (int plane = 0; plane < kPlanes; ++plane) {
-    uint32_t a[4][4];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {  // float4 j = elements 4j .. 4j+3 = words 2(j%2), 2(j%2)+1 of k-step j/2
-      float x[4];
-      ld_shared_f4(m.p(s, j, t), x[0], x[1], x[2], x[3]);
-#pragma unroll
-      for (int q = 0; q < plane; ++q)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) x[i] = x[i] - bf16_value(bf16_bits(x[i]));  // exact: the part still missing
-      a[j >> 1][2 * (j & 1)] = v4::pack_bf16(x[0], x[1]);
-      a[j >> 1][2 * (j & 1) + 1] = v4::pack_bf16(x[2], x[3]);
+    load_plane(m, s, t, plane, a);
+    issue_pv(a, k_tile, c, o);
+    if (plane + 1 < kPlanes) {
+      sm90::wgmma_wait<0>();
+      sm90::fence_registers(o);
     }
-    sm90::fence_registers(o);
-    sm90::wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks)
-      sm90::wgmma_m64n256k16_rs_tb(o, a[ks], mn_major_desc(mn_major_start(k_tile, (kDimsPerConsumer / 64) * c, ks)), 1);
-    sm90::wgmma_commit();
-    sm90::wgmma_wait<0>();
-    sm90::fence_registers(o);
   }
+}
+
+// Keeps the A fragments of an in-flight P V alive (and unmodified) up to this point.
+__device__ __forceinline__ void hold(const uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+    for (int k = 0; k < 4; ++k) asm volatile("" ::"r"(a[ks][k]));
+}
+
+// S (64 heads x 64 slots) = q k^T over 512 dims (v4::qk_block_all's zeroing and 32 wgmmas): issued
+// and committed, not waited for.
+__device__ __forceinline__ void issue_qk(uint32_t q_tile, uint32_t k_tile, float (&s)[32]) {
+#pragma unroll
+  for (int e = 0; e < 32; ++e) s[e] = 0.0f;
+  sm90::fence_registers(s);
+  sm90::wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < kHeadDim / 16; ++ks)
+    sm90::wgmma_m64n64k16_ss(s, k_major_desc(k_major_start(q_tile, 0, ks)), k_major_desc(k_major_start(k_tile, 0, ks)),
+                             1);
+  sm90::wgmma_commit();
 }
 
 struct UnitRange {
@@ -217,8 +256,42 @@ __device__ __forceinline__ void write_unit(const Params& p, int u, int splits, S
   }
 }
 
-// Consumer 0, one work unit: v5's consumer with S computed here only, the probabilities and the
-// rescale factors handed to consumer 1 before its own P V.
+// Consumer 0: block n of the CTA (stage n % 2) waited for; without a valid slot it is released at
+// once (returns 0), else its validity bits are returned. `last`: the unit's last block, after which q
+// may be reloaded (q_free: here if released, after its QK's wait otherwise). Every QK below is issued
+// and waited for inside one branch: ptxas tracks the wgmma registers per path, and a QK left in flight
+// across a merge of paths makes it serialize every wgmma of the kernel.
+__device__ __forceinline__ uint64_t wait_block(const Smem& m, uint32_t n, bool last) {
+  const Stage st = m.pipe.b.stage(static_cast<int>(n & 1));
+  sm90::mbarrier_wait(st.full, (n >> 1) & 1);
+  const uint64_t valid = *reinterpret_cast<const uint64_t*>(st.mask);  // bit j: slot j of the block
+  if (valid == 0) {                                                    // a block without a valid slot changes nothing
+    if (last) sm90::mbarrier_arrive(m.pipe.q_free);
+    sm90::mbarrier_arrive(st.empty);
+  }
+  return valid;
+}
+
+// Consumer 0: from block `blk` (count n) on, the first block with a valid slot, its S computed;
+// blocks without one released. Returns its validity bits (0: none left, blk = end).
+__device__ __forceinline__ uint64_t first_valid(const Smem& m, int& blk, int end, uint32_t& n, float (&s)[32]) {
+  for (; blk < end; ++blk, ++n) {
+    const bool last = blk + 1 == end;
+    const uint64_t valid = wait_block(m, n, last);
+    if (valid != 0) {
+      issue_qk(m.pipe.b.base + m.pipe.b.plan.q, m.pipe.b.stage(static_cast<int>(n & 1)).tile, s);
+      sm90::wgmma_wait<0>();
+      sm90::fence_registers(s);
+      if (last) sm90::mbarrier_arrive(m.pipe.q_free);  // this unit's q is read: the producer may load the next
+      return valid;
+    }
+  }
+  return 0;
+}
+
+// Consumer 0, one work unit: v5's consumer with S computed here only and one block ahead (the QK of
+// block n + 1 issued before waiting for the P V of block n), the probabilities and the rescale factors
+// handed to consumer 1 before its own P V.
 template <class Params, int kPlanes>
 __device__ __forceinline__ void consume_unit_0(const Params& p, const Smem& m, int u, int splits, SplitOut ws,
                                                uint32_t& n, uint32_t units) {
@@ -229,21 +302,13 @@ __device__ __forceinline__ void consume_unit_0(const Params& p, const Smem& m, i
   float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
 
   const UnitRange blocks = unit_range(p, u, splits);
-  for (int blk = blocks.begin; blk < blocks.end; ++blk, ++n) {
+  const int end = blocks.end;
+  int blk = blocks.begin;
+  float s_acc[32];
+  uint64_t valid = first_valid(m, blk, end, n, s_acc);
+  while (blk < end) {  // block blk (count n) has a valid slot and its S in s_acc
     const int s = static_cast<int>(n & 1);
     const Stage st = m.pipe.b.stage(s);
-    const bool last = blk + 1 == blocks.end;
-    sm90::mbarrier_wait(st.full, (n >> 1) & 1);
-    const uint64_t valid = *reinterpret_cast<const uint64_t*>(st.mask);  // bit j: slot j of the block
-    if (valid == 0) {                                                    // a block without a valid slot changes nothing
-      if (last) sm90::mbarrier_arrive(m.pipe.q_free);
-      sm90::mbarrier_arrive(st.empty);
-      continue;
-    }
-    float s_acc[32];
-    v4::qk_block_all(m.pipe.b.base + m.pipe.b.plan.q, st.tile, s_acc, -1);
-    if (last) sm90::mbarrier_arrive(m.pipe.q_free);  // this unit's q is read: the producer may load the next
-
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int e = 0; e < 32; ++e) {
@@ -283,8 +348,34 @@ __device__ __forceinline__ void consume_unit_0(const Params& p, const Smem& m, i
     }
 #pragma unroll
     for (int e = 0; e < 128; ++e) o[e] *= rescale[(e >> 1) & 1];
-    pv_block_stored<kPlanes>(m, s, t, st.tile, 0, o);
+    uint32_t a[4][4];
+    pv_block_but_wait<kPlanes>(m, s, t, st.tile, 0, a, o);
+
+    // Look ahead: block n + 1 (the other stage) waited for and its QK issued under this P V.
+    ++blk;
+    ++n;
+    const uint64_t next = blk < end ? wait_block(m, n, blk + 1 == end) : 0;
+    if (next != 0) {
+      issue_qk(m.pipe.b.base + m.pipe.b.plan.q, m.pipe.b.stage(static_cast<int>(n & 1)).tile, s_acc);
+      sm90::wgmma_wait<1>();  // this block's P V (committed before the QK)
+      sm90::fence_registers(o);
+      hold(a);
+      sm90::mbarrier_arrive(st.empty);
+      sm90::wgmma_wait<0>();
+      sm90::fence_registers(s_acc);
+      if (blk + 1 == end) sm90::mbarrier_arrive(m.pipe.q_free);
+      valid = next;
+      continue;
+    }
+    sm90::wgmma_wait<0>();
+    sm90::fence_registers(o);
+    hold(a);
     sm90::mbarrier_arrive(st.empty);
+    if (blk < end) {  // block n + 1 had no valid slot and is released: search on after it
+      ++blk;
+      ++n;
+    }
+    valid = first_valid(m, blk, end, n, s_acc);
   }
 
   // The final row statistics for consumer 1 (l_run and m_run are the same in the 4 lanes of a row).
@@ -324,7 +415,11 @@ __device__ __forceinline__ void consume_unit_1(const Params& p, const Smem& m, i
     const float rescale[2] = {ld_shared_f(m.rescale(s, rows[0])), ld_shared_f(m.rescale(s, rows[1]))};
 #pragma unroll
     for (int e = 0; e < 128; ++e) o[e] *= rescale[(e >> 1) & 1];
-    pv_block_stored<kPlanes>(m, s, t, st.tile, 1, o);
+    uint32_t a[4][4];
+    pv_block_but_wait<kPlanes>(m, s, t, st.tile, 1, a, o);
+    sm90::wgmma_wait<0>();
+    sm90::fence_registers(o);
+    hold(a);
     sm90::mbarrier_arrive(st.empty);  // after P V completed: the p buffer of stage s is read too
   }
 
