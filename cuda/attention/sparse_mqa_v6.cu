@@ -1,20 +1,23 @@
 // v6: v5's persistent grid with the consumers' work split so that S = q k^T is computed once per
 // 64-slot block (sm_90a). docs/cuda-attention.md has the design, the prediction and its falsifier.
 // Against v5, whose two consumers each computed the whole S of every block:
-//   - consumer 0 (warpgroup 1) computes S for all 64 slots, the online softmax (v5's arithmetic,
-//     operation for operation), stores the probabilities (fp32) and the block's rescale factors into
-//     the p buffer of the block's stage, arrives on the named barrier kPReady + stage, then rescales
-//     its O and issues O[:, 0:256] += P V; before waiting for that P V it waits for the next block and
-//     issues its QK (one block ahead: the tensor pipe runs both P V and the next QK back to back);
-//   - consumer 1 (warpgroup 2) waits on that barrier, rescales its O and issues O[:, 256:512] += P V;
+//   - consumer 0 (warpgroup 1) computes S for all 64 slots and the online-softmax step (v4's
+//     softmax_block, as v5), stores the probabilities (fp32) and the new running maxima into the p
+//     buffer of the block's stage, arrives on the named barrier kPReady + stage and issues
+//     O[:, 0:256] += P V; before waiting for that P V it waits for the next block and issues its QK
+//     (one block ahead: the tensor pipe runs both P V and the next QK back to back);
+//   - consumer 1 (warpgroup 2) waits on that barrier, rescales its O by exp(m_old - m_new) from the
+//     stored maxima (softmax_block's factor: the same expf of the same values) and issues
+//     O[:, 256:512] += P V;
 //   - both take P from the p buffer into v4's A fragments (P V with A from registers): the same thread
 //     holds the same elements in both warpgroups, the bf16 planes recomputed from the stored fp32
 //     value by v4's exact subtractions, so each consumer's P V is v5's on the same values;
 //   - the p buffers are double-buffered by stage: consumer 0 writes block n's only after waiting for
 //     `full` of block n, which the producer arrives on only after both consumers released block n - 2
 //     (consumer 1 arrives on `empty` after its P V of n - 2 completed): no "p free" barrier;
-//   - at the end of a work unit consumer 0 stores the final row maximum and sum, both consumers sync,
-//     and consumer 1 normalizes its half with them (one buffer per unit parity).
+//   - at the end of a work unit consumer 0 stores the final row sums, both consumers sync, and
+//     consumer 1 normalizes its half with them (one buffer per unit parity); both write with v3's
+//     write_output, as v5.
 // Producers: decode is v4's (MODEL1 bytes through registers: v5's staging area has no room beside the
 // p buffers), on the persistent grid; prefill is v5's. The outputs are therefore v5's bits.
 #include <cuda_runtime.h>
@@ -58,8 +61,8 @@ static_assert(Budget<DecodeParams>::producer + Budget<DecodeParams>::consumer0 +
               "the warpgroups' registers fit what a 384-thread block is launched with (168 each)");
 
 // Named barriers (256 threads: consumer 0 arrives, consumer 1 syncs): the probabilities of stage s
-// are stored (kPReady + s); both sync at the end of a unit once the row maxima and sums are stored.
-constexpr int kPReady = 2, kRowStats = 4;
+// are stored (kPReady + s); both sync at the end of a unit once the row sums are stored.
+constexpr int kPReady = 2, kRowSums = 4;
 
 __device__ __forceinline__ void st_shared_f4(uint32_t addr, float a, float b, float c, float d) {
   asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
@@ -80,17 +83,19 @@ struct Smem {
   v5::Smem pipe;  // q, k tiles, masks, full / empty, q_free (v3's and v5's accessors; no staging area)
   uint32_t base;  // shared address of the 1,024-aligned base
   // Shared addresses, computed from the first buffer's offset (the plan indexed by a run-time stage
-  // would be a local array): float4 j of thread t in stage s's p buffer, head h's rescale factor of
-  // stage s, head h's (m, l) of a unit parity.
+  // would be a local array): float4 j of thread t in stage s's p buffer, head h's running maximum
+  // after stage s's block, head h's row sum at the end of a unit of the given parity.
   __device__ uint32_t p(int s, int j, int t) const {
     return base + kP0 + v6::kPBuffer * static_cast<uint32_t>(s) + v6::p_offset(j, t);
   }
-  __device__ uint32_t rescale(int s, int h) const { return base + kRescale0 + static_cast<uint32_t>(64 * s + h) * 4; }
-  __device__ uint32_t lm(int parity, int h) const { return base + kLm0 + static_cast<uint32_t>(64 * parity + h) * 8; }
-  static constexpr uint32_t kP0 = v6::plan().p[0], kRescale0 = v6::plan().rescale[0], kLm0 = v6::plan().lm[0];
+  __device__ uint32_t row_max(int s, int h) const { return base + kRowMax0 + static_cast<uint32_t>(64 * s + h) * 4; }
+  __device__ uint32_t row_sum(int parity, int h) const {
+    return base + kRowSum0 + static_cast<uint32_t>(64 * parity + h) * 4;
+  }
+  static constexpr uint32_t kP0 = v6::plan().p[0], kRowMax0 = v6::plan().row_max[0], kRowSum0 = v6::plan().row_sum[0];
 };
-static_assert(v6::plan().p[1] == Smem::kP0 + v6::kPBuffer && v6::plan().rescale[1] == Smem::kRescale0 + 64 * 4 &&
-                  v6::plan().lm[1] == Smem::kLm0 + 64 * 8,
+static_assert(v6::plan().p[1] == Smem::kP0 + v6::kPBuffer && v6::plan().row_max[1] == Smem::kRowMax0 + 64 * 4 &&
+                  v6::plan().row_sum[1] == Smem::kRowSum0 + 64 * 4,
               "Smem's accessors follow v6's plan");
 
 // P V with the probabilities read back from a p buffer (thread t's own elements): v4::pv_block_regs's
@@ -210,52 +215,6 @@ __device__ __forceinline__ void produce_decode_unit(const DecodeParams& p, const
   mma::cp_async_wait<0>();
 }
 
-// The normalized output of a unit (v5's epilogue, both halves): dims d0 .. d0 + 255 of the heads in
-// this thread's rows, and (consumer 0) lse / max logit; with splits, the partial O, m and l.
-template <class Params>
-__device__ __forceinline__ void write_unit(const Params& p, int u, int splits, SplitOut ws, int c, int t,
-                                           const float (&o)[128], const float (&m_run)[2], const float (&l_run)[2]) {
-  const int rows[2] = {acc_row(t, 0), acc_row(t, 2)};
-  const UnitRange r = unit_range(p, u, splits);
-  const int d0 = kDimsPerConsumer * c;
-  if (splits == 1) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int head = r.head_base + rows[h];
-      const float sink = p.sink ? p.sink[head] : -INFINITY;
-      const float den = l_run[h] + expf(sink - m_run[h]);
-      uint16_t* out = p.out_row(r.row, head) + d0;
-#pragma unroll
-      for (int j = 0; j < 32; ++j) {
-        const int e = 4 * j + 2 * h;
-        const float x0 = l_run[h] > 0.0f ? o[e] / den : 0.0f;
-        const float x1 = l_run[h] > 0.0f ? o[e + 1] / den : 0.0f;
-        *reinterpret_cast<uint32_t*>(out + acc_col(t, e)) =
-            static_cast<uint32_t>(bf16_bits(x0)) | (static_cast<uint32_t>(bf16_bits(x1)) << 16);
-      }
-      if (c == 0 && (t & 3) == 0) {
-        if (float* lse = p.lse_at(r.row, head)) *lse = l_run[h] > 0.0f ? m_run[h] + logf(l_run[h]) : INFINITY;
-        if (float* ml = p.max_logit_at(r.row, head)) *ml = l_run[h] > 0.0f ? m_run[h] : -INFINITY;
-      }
-    }
-    return;
-  }
-  const int64_t part = (static_cast<int64_t>(r.split) * p.rows() + r.row) * p.n_heads + r.head_base;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float* o_part = ws.o + (part + rows[h]) * kHeadDim + d0;
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int e = 4 * j + 2 * h;
-      *reinterpret_cast<float2*>(o_part + acc_col(t, e)) = make_float2(o[e], o[e + 1]);
-    }
-    if (c == 0 && (t & 3) == 0) {
-      ws.m[part + rows[h]] = m_run[h];
-      ws.l[part + rows[h]] = l_run[h];
-    }
-  }
-}
-
 // Consumer 0: block n of the CTA (stage n % 2) waited for; without a valid slot it is released at
 // once (returns 0), else its validity bits are returned. `last`: the unit's last block, after which q
 // may be reloaded (q_free: here if released, after its QK's wait otherwise). Every QK below is issued
@@ -290,7 +249,7 @@ __device__ __forceinline__ uint64_t first_valid(const Smem& m, int& blk, int end
 }
 
 // Consumer 0, one work unit: v5's consumer with S computed here only and one block ahead (the QK of
-// block n + 1 issued before waiting for the P V of block n), the probabilities and the rescale factors
+// block n + 1 issued before waiting for the P V of block n), the probabilities and the running maxima
 // handed to consumer 1 before its own P V.
 template <class Params, int kPlanes>
 __device__ __forceinline__ void consume_unit_0(const Params& p, const Smem& m, int u, int splits, SplitOut ws,
@@ -309,45 +268,17 @@ __device__ __forceinline__ void consume_unit_0(const Params& p, const Smem& m, i
   while (blk < end) {  // block blk (count n) has a valid slot and its S in s_acc
     const int s = static_cast<int>(n & 1);
     const Stage st = m.pipe.b.stage(s);
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int e = 0; e < 32; ++e) {
-      const bool ok = (valid >> acc_col(t, e)) & 1u;
-      s_acc[e] = ok ? s_acc[e] * p.scale : -INFINITY;
-      mx[(e >> 1) & 1] = fmaxf(mx[(e >> 1) & 1], s_acc[e]);
-    }
-    float rescale[2], sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xFFFFFFFFu, mx[h], 1));
-      mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xFFFFFFFFu, mx[h], 2));
-      const float m_new = fmaxf(m_run[h], mx[h]);  // finite: the block has a valid slot
-      rescale[h] = expf(m_run[h] - m_new);         // 0 before the first valid slot (m_run = -inf)
-      m_run[h] = m_new;
-    }
-#pragma unroll
-    for (int e = 0; e < 32; ++e) {
-      const bool ok = (valid >> acc_col(t, e)) & 1u;
-      s_acc[e] = ok ? expf(s_acc[e] - m_run[(e >> 1) & 1]) : 0.0f;  // now p
-      sum[(e >> 1) & 1] += s_acc[e];
-    }
-    // Hand the probabilities and the factors to consumer 1 (its buffer of stage s is free: see the top).
+    v4::softmax_block(s_acc, valid, p.scale, t, m_run, l_run, o);  // s_acc: now p; o rescaled
+    // Hand the probabilities and the new running maxima to consumer 1 (its buffers of stage s are
+    // free: see the top).
 #pragma unroll
     for (int j = 0; j < 8; ++j)
       st_shared_f4(m.p(s, j, t), s_acc[4 * j], s_acc[4 * j + 1], s_acc[4 * j + 2], s_acc[4 * j + 3]);
     if ((t & 3) == 0) {
-      st_shared_f(m.rescale(s, acc_row(t, 0)), rescale[0]);
-      st_shared_f(m.rescale(s, acc_row(t, 2)), rescale[1]);
+      st_shared_f(m.row_max(s, acc_row(t, 0)), m_run[0]);
+      st_shared_f(m.row_max(s, acc_row(t, 2)), m_run[1]);
     }
     sm90::named_barrier_arrive(kPReady + s, 256);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      sum[h] += __shfl_xor_sync(0xFFFFFFFFu, sum[h], 1);
-      sum[h] += __shfl_xor_sync(0xFFFFFFFFu, sum[h], 2);
-      l_run[h] = l_run[h] * rescale[h] + sum[h];
-    }
-#pragma unroll
-    for (int e = 0; e < 128; ++e) o[e] *= rescale[(e >> 1) & 1];
     uint32_t a[4][4];
     pv_block_but_wait<kPlanes>(m, s, t, st.tile, 0, a, o);
 
@@ -378,17 +309,17 @@ __device__ __forceinline__ void consume_unit_0(const Params& p, const Smem& m, i
     valid = first_valid(m, blk, end, n, s_acc);
   }
 
-  // The final row statistics for consumer 1 (l_run and m_run are the same in the 4 lanes of a row).
+  // The final row sums for consumer 1 (the same in the 4 lanes of a row).
   if ((t & 3) == 0) {
     const int parity = static_cast<int>(units & 1);
-    st_shared_f(m.lm(parity, acc_row(t, 0)), m_run[0]);
-    st_shared_f(m.lm(parity, acc_row(t, 0)) + 4, l_run[0]);
-    st_shared_f(m.lm(parity, acc_row(t, 2)), m_run[1]);
-    st_shared_f(m.lm(parity, acc_row(t, 2)) + 4, l_run[1]);
+    st_shared_f(m.row_sum(parity, acc_row(t, 0)), l_run[0]);
+    st_shared_f(m.row_sum(parity, acc_row(t, 2)), l_run[1]);
   }
-  sm90::named_barrier(kRowStats, 256);
+  sm90::named_barrier(kRowSums, 256);
   asm volatile("" : "+r"(u));  // the unit's row and heads recomputed here, not held through the loop
-  write_unit(p, u, splits, ws, 0, t, o, m_run, l_run);
+  const UnitRange r = unit_range(p, u, splits);
+  const int rows[2] = {acc_row(t, 0), acc_row(t, 2)};
+  write_output(p, o, m_run, l_run, r.row, r.head_base, r.split, splits, ws, 0, t, rows);
 }
 
 // Consumer 1, one work unit: O[:, 256:512] from consumer 0's probabilities.
@@ -401,6 +332,8 @@ __device__ __forceinline__ void consume_unit_1(const Params& p, const Smem& m, i
 #pragma unroll
   for (int e = 0; e < 128; ++e) o[e] = 0.0f;
 
+  float m_run[2] = {-INFINITY, -INFINITY};  // consumer 0's running maxima, block after block
+
   const UnitRange blocks = unit_range(p, u, splits);
   for (int blk = blocks.begin; blk < blocks.end; ++blk, ++n) {
     const int s = static_cast<int>(n & 1);
@@ -412,7 +345,13 @@ __device__ __forceinline__ void consume_unit_1(const Params& p, const Smem& m, i
       continue;
     }
     sm90::named_barrier(kPReady + s, 256);
-    const float rescale[2] = {ld_shared_f(m.rescale(s, rows[0])), ld_shared_f(m.rescale(s, rows[1]))};
+    float rescale[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // softmax_block's factor: the same expf of the same values
+      const float m_new = ld_shared_f(m.row_max(s, rows[h]));
+      rescale[h] = expf(m_run[h] - m_new);
+      m_run[h] = m_new;
+    }
 #pragma unroll
     for (int e = 0; e < 128; ++e) o[e] *= rescale[(e >> 1) & 1];
     uint32_t a[4][4];
@@ -423,12 +362,12 @@ __device__ __forceinline__ void consume_unit_1(const Params& p, const Smem& m, i
     sm90::mbarrier_arrive(st.empty);  // after P V completed: the p buffer of stage s is read too
   }
 
-  sm90::named_barrier(kRowStats, 256);
+  sm90::named_barrier(kRowSums, 256);
   const int parity = static_cast<int>(units & 1);
-  const float m_run[2] = {ld_shared_f(m.lm(parity, rows[0])), ld_shared_f(m.lm(parity, rows[1]))};
-  const float l_run[2] = {ld_shared_f(m.lm(parity, rows[0]) + 4), ld_shared_f(m.lm(parity, rows[1]) + 4)};
+  const float l_run[2] = {ld_shared_f(m.row_sum(parity, rows[0])), ld_shared_f(m.row_sum(parity, rows[1]))};
   asm volatile("" : "+r"(u));
-  write_unit(p, u, splits, ws, 1, t, o, m_run, l_run);
+  const UnitRange r = unit_range(p, u, splits);
+  write_output(p, o, m_run, l_run, r.row, r.head_base, r.split, splits, ws, 1, t, rows);
 }
 
 template <class Params, int kPlanes>
