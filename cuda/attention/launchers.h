@@ -28,10 +28,6 @@ void launch_v4(const PrefillParams& p, Probs probs, cudaStream_t stream);
 // min(work units, SMs) CTAs; splits as v2.
 void launch_v5(const DecodeParams& p, Probs probs, int splits, void* workspace, cudaStream_t stream);
 void launch_v5(const PrefillParams& p, Probs probs, cudaStream_t stream);
-// v6 (sparse_mqa_v6.cu, sm_90a): v5's grid; consumer 0 computes S once per block and hands the
-// probabilities to consumer 1 through shared memory; decode producer v4's, prefill v5's; splits as v2.
-void launch_v6(const DecodeParams& p, Probs probs, int splits, void* workspace, cudaStream_t stream);
-void launch_v6(const PrefillParams& p, Probs probs, cudaStream_t stream);
 
 size_t split_workspace_bytes(int64_t rows, int n_heads, int splits);
 

@@ -1,5 +1,5 @@
 // The host side of the sparse MQA kernels: argument checks (a bad call throws before anything is
-// launched), the kernels' parameter views, the split-KV choice, dispatch to v1 / v2 / v3 / v4 / v5 / v6.
+// launched), the kernels' parameter views, the split-KV choice, dispatch to v1 / v2 / v3 / v4 / v5.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -46,13 +46,14 @@ int device_sms(int device) {
   return sms;
 }
 
-// v3 to v6 are built for sm_90a (wgmma, setmaxnreg): Hopper only.
+// v3, v4 and v5 are built for sm_90a (wgmma, setmaxnreg): Hopper only.
 void require_hopper(const char* who) {
   int device = 0, major = 0, minor = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  require(major == 9 && minor == 0, std::string(who) + ": v3 to v6 run on sm_90 (Hopper) only, this device is sm_" +
+  require(major == 9 && minor == 0, std::string(who) +
+                                        ": v3, v4 and v5 run on sm_90 (Hopper) only, this device is sm_" +
                                         std::to_string(major) + std::to_string(minor));
 }
 
@@ -62,7 +63,7 @@ void check_decode(const DecodeArgs& a, Variant v) {
                                           std::to_string(a.batch) + ", " + std::to_string(a.s_q));
   require(a.n_heads > 0, std::string(who) + ": n_heads must be positive, got " + std::to_string(a.n_heads));
   require(v == Variant::v1 || a.n_heads % 64 == 0,
-          std::string(who) + ": v2 to v6 need n_heads a multiple of 64, got " + std::to_string(a.n_heads));
+          std::string(who) + ": v2 to v5 need n_heads a multiple of 64, got " + std::to_string(a.n_heads));
   check_list(a.list, who, "list");
   check_list(a.extra_list, who, "extra_list");
   check_pool(a.pool, a.list.topk, who, "pool");
@@ -145,7 +146,7 @@ void sparse_mqa_decode(const DecodeArgs& a, Variant v, void* workspace, size_t w
     detail::launch_v1(p, a.probs, stream);
     return;
   }
-  if (v == Variant::v3 || v == Variant::v4 || v == Variant::v5 || v == Variant::v6) require_hopper("sparse_mqa_decode");
+  if (v == Variant::v3 || v == Variant::v4 || v == Variant::v5) require_hopper("sparse_mqa_decode");
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   const int splits = decode_splits(a.batch, a.s_q, a.n_heads, p.total_slots(), device_sms(device));
@@ -160,10 +161,8 @@ void sparse_mqa_decode(const DecodeArgs& a, Variant v, void* workspace, size_t w
     detail::launch_v3(p, a.probs, splits, workspace, stream);
   else if (v == Variant::v4)
     detail::launch_v4(p, a.probs, splits, workspace, stream);
-  else if (v == Variant::v5)
-    detail::launch_v5(p, a.probs, splits, workspace, stream);
   else
-    detail::launch_v6(p, a.probs, splits, workspace, stream);
+    detail::launch_v5(p, a.probs, splits, workspace, stream);
 }
 
 void sparse_mqa_prefill(const PrefillArgs& a, Variant v, cudaStream_t stream) {
@@ -174,7 +173,7 @@ void sparse_mqa_prefill(const PrefillArgs& a, Variant v, cudaStream_t stream) {
   require(a.head_dim >= 64 && a.head_dim <= kHeadDim && a.head_dim % 64 == 0,
           who + ": head_dim must be a multiple of 64 in [64, 512], got " + std::to_string(a.head_dim));
   require(v == Variant::v1 || (a.n_heads % 64 == 0 && a.head_dim == kHeadDim),
-          who + ": v2 to v6 need n_heads a multiple of 64 and head_dim 512, got " + std::to_string(a.n_heads) + ", " +
+          who + ": v2 to v5 need n_heads a multiple of 64 and head_dim 512, got " + std::to_string(a.n_heads) + ", " +
               std::to_string(a.head_dim));
   check_list(a.list, who.c_str(), "list");
   require(a.q != nullptr && a.out != nullptr, who + ": q and out must be device pointers, got a nullptr");
@@ -183,7 +182,7 @@ void sparse_mqa_prefill(const PrefillArgs& a, Variant v, cudaStream_t stream) {
   require(aligned16(a.q) && aligned16(a.kv) && aligned16(a.out),
           who + ": q, kv and out must be 16-byte aligned (the kernels copy 16-byte chunks)");
   const PrefillParams p = make_prefill_params(a);
-  if (v == Variant::v3 || v == Variant::v4 || v == Variant::v5 || v == Variant::v6) require_hopper(who.c_str());
+  if (v == Variant::v3 || v == Variant::v4 || v == Variant::v5) require_hopper(who.c_str());
   if (v == Variant::v1)
     detail::launch_v1(p, a.probs, stream);
   else if (v == Variant::v2)
@@ -192,10 +191,8 @@ void sparse_mqa_prefill(const PrefillArgs& a, Variant v, cudaStream_t stream) {
     detail::launch_v3(p, a.probs, stream);
   else if (v == Variant::v4)
     detail::launch_v4(p, a.probs, stream);
-  else if (v == Variant::v5)
-    detail::launch_v5(p, a.probs, stream);
   else
-    detail::launch_v6(p, a.probs, stream);
+    detail::launch_v5(p, a.probs, stream);
 }
 
 }  // namespace dsv4::cuda::attention

@@ -56,10 +56,7 @@ using ::dsv4::cuda::Variant;
 //       each other; shapes as v2;
 //   v5  sm_90a: v4's consumers; the decode producer stages the raw MODEL1 bytes by cp.async and
 //       dequantizes them shared -> shared with packed conversions; prefill hands each block over as
-//       soon as it has landed; a persistent grid of min(work units, SMs) CTAs; outputs bitwise v4's;
-//   v6  sm_90a: v5's grid; S computed once per block by consumer 0, which hands the probabilities to
-//       consumer 1 through shared memory (each does P V for its 256 dims); decode producer v4's,
-//       prefill v5's; outputs bitwise v5's.
+//       soon as it has landed; a persistent grid of min(work units, SMs) CTAs; outputs bitwise v4's.
 
 // One MODEL1 pool of pages: page p at bytes + p * Model1Layout{page_size}.page_bytes().
 struct PagedPool {

@@ -201,14 +201,8 @@ void check_decode(const DecodeCase& c, Variant v, Probs probs) {
   CHECK_MESSAGE(lse.ok, lse.report);
 }
 
-const std::vector<Variant> kVersions = {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v6};
+const std::vector<Variant> kVersions = {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5};
 
-struct PrefillResult {
-  std::vector<uint16_t> out;
-  std::vector<float> lse, max_logits;
-};
-
-PrefillResult run_prefill(const PrefillCase& c, Variant v, Probs probs);
 void check_prefill(const PrefillCase& c, Variant v, Probs probs);
 const std::vector<Probs> kProbs = {Probs::bf16, Probs::fp32};
 
@@ -486,11 +480,8 @@ TEST_CASE("sanitizer: small decode and prefill on every version") {
   check_decode(cw, Variant::v4, Probs::fp32);
   check_decode(cw, Variant::v5, Probs::bf16);
   check_decode(cw, Variant::v5, Probs::fp32);
-  check_decode(cw, Variant::v6, Probs::bf16);
-  check_decode(cw, Variant::v6, Probs::fp32);
-  // v5's and v6's persistent grid with several work units per CTA (q reloaded between units while
-  // the last P V of the previous unit runs; v6: the row statistics' buffers alternate between units),
-  // rows without a valid slot among them
+  // v5's persistent grid with several work units per CTA (q reloaded between units while the last
+  // P V of the previous unit runs), rows without a valid slot among them
   DecodeShape many = wide;
   many.name = "sanitizer decode h64 b140 s_q2 topk 64 + 64, 280 work units";
   many.batch = 140;
@@ -498,15 +489,11 @@ TEST_CASE("sanitizer: small decode and prefill on every version") {
   many.damage.empty_rows = true;
   const DecodeCase cm = testing::make_decode_case(many, gen);
   check_decode(cm, Variant::v5, Probs::bf16);
-  check_decode(cm, Variant::v6, Probs::bf16);
-  check_decode(cm, Variant::v6, Probs::fp32);
   PrefillShape pm = ps;
   pm.name = "sanitizer prefill h64 s_q270 topk 128, 270 work units";
   pm.s_q = 270;
   const PrefillCase pcm = testing::make_prefill_case(pm, gen);
   check_prefill(pcm, Variant::v5, Probs::bf16);
-  check_prefill(pcm, Variant::v6, Probs::bf16);
-  check_prefill(pcm, Variant::v6, Probs::fp32);
 }
 
 TEST_CASE("decode: V4-Flash and V4-Pro shapes, every version and probability rounding") {
@@ -571,10 +558,9 @@ TEST_CASE("decode: a grid of 140 blocks (no split-KV) and s_q 1") {
   for (Variant v : kVersions) check_decode(c1, v, Probs::bf16);
 }
 
-// v5 and v6 run min(work units, SMs) CTAs that walk the units: here 2-3 units per CTA of an H200,
-// whole invalid leading blocks and rows without a valid slot among them; and their outputs against
-// v4's and v5's.
-TEST_CASE("decode and prefill: several work units per CTA (v5's and v6's persistent grid)") {
+// v5 runs min(work units, SMs) CTAs that walk the units: here 2-3 units per CTA of an H200, whole
+// invalid leading blocks and rows without a valid slot among them; and its outputs against v4's.
+TEST_CASE("decode and prefill: several work units per CTA (v5's persistent grid)") {
   const auto c_in = inputs("decode and prefill", "several work units per CTA");
   if (!c_in) return;  // DSV4_CASE names other inputs
   INFO(c_in->reproduce());
@@ -589,7 +575,6 @@ TEST_CASE("decode and prefill: several work units per CTA (v5's and v6's persist
   s.damage.empty_rows = true;
   const DecodeCase c = testing::make_decode_case(s, gen);
   for (Probs p : kProbs) check_decode(c, Variant::v5, p);
-  for (Probs p : kProbs) check_decode(c, Variant::v6, p);
   // v5's k tiles hold v4's bits (both dequantizations exact) and its consumers run v4's arithmetic:
   // its outputs are v4's, bit for bit (a misplaced or misconverted code would show here first).
   const DeviceDecode dd(c);
@@ -598,12 +583,6 @@ TEST_CASE("decode and prefill: several work units per CTA (v5's and v6's persist
     CHECK_MESSAGE(r5.out == r4.out, "v5's out differs from v4's (" << name_of(p) << ")");
     CHECK_MESSAGE(std::memcmp(r5.raw_lse.data(), r4.raw_lse.data(), r4.raw_lse.size() * sizeof(float)) == 0,
                   "v5's lse differs from v4's (" << name_of(p) << ")");
-    // v6: the same S (one consumer computes it instead of both), the same softmax and P V on the same
-    // values per consumer, v4's decode tiles: v5's outputs, bit for bit
-    const DecodeResult r6 = run_decode(dd, Variant::v6, p);
-    CHECK_MESSAGE(r6.out == r5.out, "v6's out differs from v5's (" << name_of(p) << ")");
-    CHECK_MESSAGE(std::memcmp(r6.raw_lse.data(), r5.raw_lse.data(), r5.raw_lse.size() * sizeof(float)) == 0,
-                  "v6's lse differs from v5's (" << name_of(p) << ")");
   }
   PrefillShape ps;
   ps.name = "prefill h128 s_q 150 topk 192, 300 work units";
@@ -616,15 +595,6 @@ TEST_CASE("decode and prefill: several work units per CTA (v5's and v6's persist
   ps.damage.lengths = true;
   const PrefillCase pc = testing::make_prefill_case(ps, gen);
   for (Probs p : kProbs) check_prefill(pc, Variant::v5, p);
-  for (Probs p : kProbs) {
-    check_prefill(pc, Variant::v6, p);
-    const PrefillResult r5 = run_prefill(pc, Variant::v5, p), r6 = run_prefill(pc, Variant::v6, p);
-    CHECK_MESSAGE(r6.out == r5.out, "v6's prefill out differs from v5's (" << name_of(p) << ")");
-    CHECK_MESSAGE(std::memcmp(r6.lse.data(), r5.lse.data(), r5.lse.size() * sizeof(float)) == 0,
-                  "v6's prefill lse differs from v5's (" << name_of(p) << ")");
-    CHECK_MESSAGE(std::memcmp(r6.max_logits.data(), r5.max_logits.data(), r5.max_logits.size() * sizeof(float)) == 0,
-                  "v6's prefill max logits differ from v5's (" << name_of(p) << ")");
-  }
 }
 
 TEST_CASE("decode: sinks of +inf, -inf, +80, -1e4 and none") {
@@ -755,7 +725,6 @@ TEST_CASE("decode: bad arguments throw before launching") {
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v3), std::invalid_argument);
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v4), std::invalid_argument);
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v5), std::invalid_argument);
-  CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v6), std::invalid_argument);
   bad = a;
   bad.out = nullptr;
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v1), std::invalid_argument);
@@ -766,7 +735,7 @@ TEST_CASE("decode: bad arguments throw before launching") {
   bad.list.topk = -1;
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v1), std::invalid_argument);
   // a shape that splits (b 1) without its workspace
-  for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v6})
+  for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5})
     if (decode_workspace_bytes(a, v) > 0) CHECK_THROWS_AS(sparse_mqa_decode(a, v), std::invalid_argument);
   PrefillArgs p;
   p.s_q = 1;
@@ -777,14 +746,16 @@ TEST_CASE("decode: bad arguments throw before launching") {
   CHECK_THROWS_AS(sparse_mqa_prefill(p, Variant::v3), std::invalid_argument);
   CHECK_THROWS_AS(sparse_mqa_prefill(p, Variant::v4), std::invalid_argument);
   CHECK_THROWS_AS(sparse_mqa_prefill(p, Variant::v5), std::invalid_argument);
-  CHECK_THROWS_AS(sparse_mqa_prefill(p, Variant::v6), std::invalid_argument);
 }
 
 // ---- prefill ------------------------------------------------------------------------------------
 
 namespace {
 
-PrefillResult run_prefill(const PrefillCase& c, Variant v, Probs probs) {
+void check_prefill(const PrefillCase& c, Variant v, Probs probs) {
+  CAPTURE(c.name);
+  CAPTURE(variant_name(v));
+  CAPTURE(name_of(probs));
   DeviceBuffer<uint16_t> q(c.q), kv(testing::bf16_codes(c.kv));
   DeviceBuffer<int32_t> list = upload(c.list), lengths = upload(c.lengths);
   DeviceBuffer<float> sink = upload(c.sink);
@@ -812,22 +783,15 @@ PrefillResult run_prefill(const PrefillCase& c, Variant v, Probs probs) {
   CHECK(out.damaged_guard_bytes() == 0);
   CHECK(lse.damaged_guard_bytes() == 0);
   CHECK(max_logits.damaged_guard_bytes() == 0);
-  return PrefillResult{out.download(), lse.download(), max_logits.download()};
-}
-
-void check_prefill(const PrefillCase& c, Variant v, Probs probs) {
-  CAPTURE(c.name);
-  CAPTURE(variant_name(v));
-  CAPTURE(name_of(probs));
-  const PrefillResult got = run_prefill(c, v, probs);  // before the oracle allocates anything
+  const std::vector<uint16_t> got = out.download();
   const Expected e = testing::expected(c.oracle_inputs(), kind_of(probs));
-  check_written(got.out);
-  const Check o = v == Variant::v1 ? testing::check_out_bitwise(e, got.out, 1) : testing::check_out(e, got.out);
+  check_written(got);
+  const Check o = v == Variant::v1 ? testing::check_out_bitwise(e, got, 1) : testing::check_out(e, got);
   CHECK_MESSAGE(o.ok, o.report);
   MESSAGE(c.name << " " << variant_name(v) << ", " << name_of(probs) << ": " << o.report);
-  const Check l = testing::check_lse(e, got.lse);
+  const Check l = testing::check_lse(e, lse.download());
   CHECK_MESSAGE(l.ok, l.report);
-  const Check m = testing::check_max_logit(e, got.max_logits);
+  const Check m = testing::check_max_logit(e, max_logits.download());
   CHECK_MESSAGE(m.ok, m.report);
 }
 

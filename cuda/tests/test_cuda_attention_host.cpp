@@ -10,8 +10,6 @@
 //     kernel wrote there; the accumulator fragment map, the producer's share of a block, the plan;
 //   - v5's packed dequantization (v5_dequant.cuh, the two hardware conversions emulated) for every
 //     e4m3 code and UE8M0 byte; its producer's share of a block, staging-area bank spread, the plan;
-//   - v6's plan (v6_layout.cuh): v3's tiles, disjoint p buffers and row statistics, the consumers'
-//     p-buffer addressing (each element once, a warp's accesses over all banks);
 //   - the inverse RoPE pair arithmetic against ref::inverse_rope_heads, bitwise;
 //   - the tolerances of attention_cases.cpp: the oracle passes against itself and against its
 //     fp32-probability variant, and fails against mutated inputs (sink dropped, the heaviest key
@@ -33,7 +31,6 @@
 #include "cuda/attention/v3_layout.cuh"
 #include "cuda/attention/v5_dequant.cuh"
 #include "cuda/attention/v5_layout.cuh"
-#include "cuda/attention/v6_layout.cuh"
 #include "cuda/common/numerics.cuh"
 #include "cuda/tests/attention_cases.h"
 #include "reference/config.h"
@@ -185,45 +182,6 @@ TEST_CASE("v5 shared memory plan: v3's tiles, disjoint staging, mbarriers after 
     CHECK((w.row >= 0 && w.row < 5 && w.group >= 0 && w.group < 2));
   }
   CHECK(units.size() == 30u);
-}
-
-TEST_CASE("v6 shared memory plan: v3's tiles, disjoint p buffers and row statistics, within 227 KiB") {
-  const v6::Plan p = v6::plan();
-  const v3::Plan p3 = v3::plan(0);
-  CHECK(p.q == p3.q);
-  CHECK(p.k[0] == p3.k[0]);
-  CHECK(p.k[1] == p3.k[1]);
-  CHECK(p.p[0] >= p.k[1] + v3::kTile);
-  CHECK(p.p[1] >= p.p[0] + v6::kPBuffer);
-  CHECK(p.row_max[0] >= p.p[1] + v6::kPBuffer);
-  CHECK(p.row_max[1] >= p.row_max[0] + 64 * 4);
-  CHECK(p.row_sum[0] >= p.row_max[1] + 64 * 4);
-  CHECK(p.row_sum[1] >= p.row_sum[0] + 64 * 4);
-  CHECK(p.mask >= p.row_sum[1] + 64 * 4);
-  CHECK(p.full >= p.mask + 16);
-  CHECK(p.empty >= p.full + 16);
-  CHECK(p.q_free >= p.empty + 16);
-  CHECK(p.total >= p.q_free + 8);
-  CHECK(v6::smem_request() <= 232448u);
-  CHECK(p.total < (1u << 18));  // descriptor start addresses: 14 bits of address >> 4
-  // the p buffer: thread t's float4 j at p_offset(j, t), each of the 128 x 32 elements once, inside
-  // the buffer; the 8 threads of a quarter-warp (one 128-byte wavefront of a 16-byte access) hit 8
-  // distinct 16-byte bank groups
-  std::set<uint32_t> seen;
-  for (int t = 0; t < 128; ++t)
-    for (int j = 0; j < 8; ++j) {
-      const uint32_t off = v6::p_offset(j, t);
-      CHECK(off % 16 == 0);
-      CHECK(off + 16 <= v6::kPBuffer);
-      seen.insert(off);
-    }
-  CHECK(seen.size() == 128u * 8u);
-  for (int j = 0; j < 8; ++j)
-    for (int q0 = 0; q0 < 128; q0 += 8) {
-      std::set<uint32_t> groups;
-      for (int t = q0; t < q0 + 8; ++t) groups.insert((v6::p_offset(j, t) / 16) % 8);
-      CHECK(groups.size() == 8u);
-    }
 }
 
 TEST_CASE("model1 dequantization: dequant8 unpacks 8 little-endian codes in order") {
