@@ -141,6 +141,63 @@ __device__ inline void count_chunk(unsigned hist_base, const PassDigit& d, const
   for (int j = 0; j < 4; ++j) count_key(hist_base, d, r.k[j], 1u);
 }
 
+// A resident slice's scores (filled of them at `slice`) into `keys` as order keys, by the kThreads
+// threads of a CTA (thread t): 4 scores a thread and load, 4 loads in flight; 16-byte loads where
+// the slice is aligned, one score at a time at its end (nothing past the row's length is read), -inf
+// past it up to whole chunks. A warp's 4 keys a lane of one load are a chunk (128 consecutive
+// candidates), handed to on_chunk(keys) as they land (v4, v5: pass 0's count; v3: nothing).
+template <class OnChunk>
+__device__ inline void load_resident_slice(const float* slice, int filled, uint32_t* keys, int t, OnChunk on_chunk) {
+  const bool aligned = (reinterpret_cast<uintptr_t>(slice) & 15u) == 0;
+  const int padded = static_cast<int>(whole_chunks(filled));
+  for (int o0 = 4 * t; o0 < padded; o0 += 16 * kThreads) {  // warp-uniform: padded is whole chunks
+    float4 v[4];
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      const int o = o0 + 4 * kThreads * m;
+      if (aligned && o + 4 <= filled) {
+        v[m] = *reinterpret_cast<const float4*>(slice + o);
+      } else {
+        v[m].x = o < filled ? slice[o] : -INFINITY;
+        v[m].y = o + 1 < filled ? slice[o + 1] : -INFINITY;
+        v[m].z = o + 2 < filled ? slice[o + 2] : -INFINITY;
+        v[m].w = o + 3 < filled ? slice[o + 3] : -INFINITY;
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      const int o = o0 + 4 * kThreads * m;
+      if (o < padded) {  // warp-uniform
+        const Keys4 r = {{order_key(v[m].x), order_key(v[m].y), order_key(v[m].z), order_key(v[m].w)}};
+        *reinterpret_cast<uint4*>(&keys[o]) = make_uint4(r.k[0], r.k[1], r.k[2], r.k[3]);
+        on_chunk(r);
+      }
+    }
+  }
+}
+
+// The keys of one lane in the chunk at slice offset o of its warp's segment (keys 4 lane .. +3):
+// from shared memory when the slice is resident, else read from the scores (0 past the segment's
+// end w_hi).
+struct LaneKeys {
+  bool resident;
+  unsigned keys_base;  // shared address of the lane's first key in the resident keys
+  const float* slice;
+  int w_hi, lane;
+  __device__ Keys4 at(int o) const {
+    Keys4 r;
+    if (resident) {
+      const uint4 v = shared_load4(keys_base + 4u * static_cast<unsigned>(o));
+      r = {{v.x, v.y, v.z, v.w}};
+    } else {
+      const int i = o + 4 * lane;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) r.k[j] = i + j < w_hi ? order_key(slice[i + j]) : 0;
+    }
+    return r;
+  }
+};
+
 // Inclusive prefix sum over the lanes of a warp.
 __device__ inline int warp_inclusive_sum(int v, int lane) {
 #pragma unroll

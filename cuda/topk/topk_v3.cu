@@ -52,34 +52,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
   const float* slice = a.scores + static_cast<int64_t>(blockIdx.x / c) * a.stride + s.lo;
   const uint32_t slice_lo = static_cast<uint32_t>(s.lo);
   const bool resident = slice_part(len, c) <= kResident;
-  if (resident) {
-    // 4 scores a thread and load, 4 loads in flight; 16-byte loads where the slice is aligned, one
-    // score at a time at its end (nothing past the row's length is read).
-    const bool aligned = (reinterpret_cast<uintptr_t>(slice) & 15u) == 0;
-    const int filled = static_cast<int>(s.hi - s.lo), padded = static_cast<int>(whole_chunks(filled));
-    for (int o0 = 4 * t; o0 < padded; o0 += 16 * kThreads) {
-      float4 v[4];
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        const int o = o0 + 4 * kThreads * m;
-        if (aligned && o + 4 <= filled) {
-          v[m] = *reinterpret_cast<const float4*>(slice + o);
-        } else {
-          v[m].x = o < filled ? slice[o] : -INFINITY;
-          v[m].y = o + 1 < filled ? slice[o + 1] : -INFINITY;
-          v[m].z = o + 2 < filled ? slice[o + 2] : -INFINITY;
-          v[m].w = o + 3 < filled ? slice[o + 3] : -INFINITY;
-        }
-      }
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        const int o = o0 + 4 * kThreads * m;
-        if (o < padded)
-          *reinterpret_cast<uint4*>(&sm.keys[o]) =
-              make_uint4(order_key(v[m].x), order_key(v[m].y), order_key(v[m].z), order_key(v[m].w));
-      }
-    }
-  }
+  if (resident) load_resident_slice(slice, static_cast<int>(s.hi - s.lo), sm.keys, t, [](const Keys4&) {});
   if (t == 0) {
     sm.n_picks = 0;
     sm.n_candidates = 0;
@@ -87,20 +60,8 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
   __syncthreads();
   // This warp's segment as offsets into the slice: [w_lo, w_hi), whole chunks but the last.
   const int w_lo = static_cast<int>(warp_begin(s, warp) - s.lo), w_hi = static_cast<int>(warp_end(s, warp) - s.lo);
-  const unsigned keys_base = shared_address(sm.keys) + 16u * static_cast<unsigned>(lane);
-  // The keys of this lane in the chunk at slice offset `o` (0 past the warp's segment).
-  auto keys_at = [&](int o) {
-    Keys4 r;
-    if (resident) {
-      const uint4 v = shared_load4(keys_base + 4u * static_cast<unsigned>(o));
-      r = {{v.x, v.y, v.z, v.w}};
-    } else {
-      const int i = o + 4 * lane;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) r.k[j] = i + j < w_hi ? order_key(slice[i + j]) : 0;
-    }
-    return r;
-  };
+  // The keys of this lane in the chunk at slice offset o (0 past the warp's segment): keys.at(o).
+  const LaneKeys keys{resident, shared_address(sm.keys) + 16u * static_cast<unsigned>(lane), slice, w_hi, lane};
 
   uint32_t prefix = 0, mask = 0;  // the digits of the k-th key found so far
   int need = a.k;                 // keys with this prefix still to pick
@@ -117,7 +78,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
     __syncthreads();
     if (p == 0 || !resident) {
       for (int o = w_lo; o < w_hi; o += kChunk) {
-        const Keys4 r = keys_at(o);
+        const Keys4 r = keys.at(o);
         const uint32_t first = __shfl_sync(kFull, r.k[0], 0);
         if (__all_sync(kFull, r.k[0] == first && r.k[1] == first && r.k[2] == first && r.k[3] == first)) {
           // One key over the whole chunk (keys past the segment are 0, so these are 128 candidates).
@@ -132,7 +93,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
       // (their offsets, a warp's with one atomic a chunk) at the start of pass 1.
       if (p == 1) {
         for (int o = w_lo; o < w_hi; o += kChunk) {
-          const Keys4 r = keys_at(o);
+          const Keys4 r = keys.at(o);
           int before = 0, in_chunk = 0;
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
@@ -235,7 +196,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
   if (ties_partial) {
     unsigned mine = 0;
     for (int o = w_lo; o < w_hi; o += kChunk) {
-      const Keys4 r = keys_at(o);
+      const Keys4 r = keys.at(o);
 #pragma unroll
       for (int j = 0; j < 4; ++j) mine += r.k[j] == prefix;
     }
@@ -248,7 +209,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
   uint64_t* picks0 = cluster.map_shared_rank(sm.picks, 0);
   const uint32_t least = take_all ? 1u : prefix;  // a chunk without a key >= least holds no pick and no tie
   for (int o = w_lo; o < w_hi; o += kChunk) {
-    const Keys4 r = keys_at(o);
+    const Keys4 r = keys.at(o);
     if (!__any_sync(kFull, r.k[0] >= least || r.k[1] >= least || r.k[2] >= least || r.k[3] >= least)) continue;
     bool pick[4];
     unsigned picked[4];

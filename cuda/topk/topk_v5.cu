@@ -160,55 +160,16 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v5_kernel(const TopkArgs a) 
     sm.n_boundary = 0;
   }
   __syncthreads();
-  if (resident) {
-    // 4 scores a thread and load, 4 loads in flight; 16-byte loads where the slice is aligned, one
-    // score at a time at its end (nothing past the row's length is read). A warp's 4 scores a lane
-    // of one load are a chunk (128 consecutive candidates): counted into pass 0 as they land.
+  if (resident) {  // pass 0's count as the chunks land
     const PassDigit pass0{0u, 0u, digit_shift(0), static_cast<uint32_t>(digit_bins(0) - 1)};
     const unsigned hist_base = shared_address(sm.hist);
-    const bool aligned = (reinterpret_cast<uintptr_t>(slice) & 15u) == 0;
-    const int filled = static_cast<int>(s.hi - s.lo), padded = static_cast<int>(whole_chunks(filled));
-    for (int o0 = 4 * t; o0 < padded; o0 += 16 * kThreads) {  // warp-uniform: padded is whole chunks
-      float4 v[4];
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        const int o = o0 + 4 * kThreads * m;
-        if (aligned && o + 4 <= filled) {
-          v[m] = *reinterpret_cast<const float4*>(slice + o);
-        } else {
-          v[m].x = o < filled ? slice[o] : -INFINITY;
-          v[m].y = o + 1 < filled ? slice[o + 1] : -INFINITY;
-          v[m].z = o + 2 < filled ? slice[o + 2] : -INFINITY;
-          v[m].w = o + 3 < filled ? slice[o + 3] : -INFINITY;
-        }
-      }
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        const int o = o0 + 4 * kThreads * m;
-        if (o < padded) {  // warp-uniform
-          const Keys4 r = {{order_key(v[m].x), order_key(v[m].y), order_key(v[m].z), order_key(v[m].w)}};
-          *reinterpret_cast<uint4*>(&sm.keys[o]) = make_uint4(r.k[0], r.k[1], r.k[2], r.k[3]);
-          count_chunk(hist_base, pass0, r, lane);
-        }
-      }
-    }
+    load_resident_slice(slice, static_cast<int>(s.hi - s.lo), sm.keys, t,
+                        [&](const Keys4& r) { count_chunk(hist_base, pass0, r, lane); });
   }
   // This warp's segment as offsets into the slice: [w_lo, w_hi), whole chunks but the last.
   const int w_lo = static_cast<int>(warp_begin(s, warp) - s.lo), w_hi = static_cast<int>(warp_end(s, warp) - s.lo);
-  const unsigned keys_base = shared_address(sm.keys) + 16u * static_cast<unsigned>(lane);
-  // The keys of this lane in the chunk at slice offset `o` (0 past the warp's segment).
-  auto keys_at = [&](int o) {
-    Keys4 r;
-    if (resident) {
-      const uint4 v = shared_load4(keys_base + 4u * static_cast<unsigned>(o));
-      r = {{v.x, v.y, v.z, v.w}};
-    } else {
-      const int i = o + 4 * lane;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) r.k[j] = i + j < w_hi ? order_key(slice[i + j]) : 0;
-    }
-    return r;
-  };
+  // The keys of this lane in the chunk at slice offset o (0 past the warp's segment): keys.at(o).
+  const LaneKeys keys{resident, shared_address(sm.keys) + 16u * static_cast<unsigned>(lane), slice, w_hi, lane};
 
   uint32_t prefix = 0, mask = 0;  // the digits of the k-th key found so far
   int need = a.k;                 // keys with this prefix still to pick
@@ -224,7 +185,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v5_kernel(const TopkArgs a) 
     unsigned* hist = sm.hist[p == 1 ? 1 : 0];
     const unsigned hist_base = shared_address(hist);
     if (!resident) {
-      for (int o = w_lo; o < w_hi; o += kChunk) count_chunk(hist_base, pass, keys_at(o), lane);
+      for (int o = w_lo; o < w_hi; o += kChunk) count_chunk(hist_base, pass, keys.at(o), lane);
     } else if (p > 0) {
       // A resident slice: passes 1 and 2 count only the collected keys, those whose pass-0 digit is
       // at or above the k-th key's (those above it are picked later without being counted again).
@@ -234,7 +195,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v5_kernel(const TopkArgs a) 
       if (p == 1) {
         int in_warp = 0;
         for (int o = w_lo; o < w_hi; o += kChunk) {
-          const Keys4 r = keys_at(o);
+          const Keys4 r = keys.at(o);
           int mine = 0;
 #pragma unroll
           for (int j = 0; j < 4; ++j) mine += r.k[j] != 0 && r.k[j] >= prefix;
@@ -247,7 +208,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v5_kernel(const TopkArgs a) 
         n_collected = __shfl_sync(kFull, through_warp, 31);
         int slot = __shfl_sync(kFull, through_warp, warp) - in_warp;
         for (int o = w_lo; o < w_hi; o += kChunk) {
-          const Keys4 r = keys_at(o);
+          const Keys4 r = keys.at(o);
           int before = 0, in_chunk = 0;
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
@@ -374,7 +335,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v5_kernel(const TopkArgs a) 
     if (ties_partial) {
       unsigned mine = 0;
       for (int o = w_lo; o < w_hi; o += kChunk) {
-        const Keys4 r = keys_at(o);
+        const Keys4 r = keys.at(o);
 #pragma unroll
         for (int j = 0; j < 4; ++j) mine += r.k[j] == prefix;
       }
@@ -385,7 +346,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v5_kernel(const TopkArgs a) 
     }
     const uint32_t least = take_all ? 1u : prefix;  // a chunk without a key >= least holds no pick and no tie
     for (int o = w_lo; o < w_hi; o += kChunk) {
-      const Keys4 r = keys_at(o);
+      const Keys4 r = keys.at(o);
       if (!__any_sync(kFull, r.k[0] >= least || r.k[1] >= least || r.k[2] >= least || r.k[3] >= least)) continue;
       bool pick[4];
       if (!ties_partial) {
