@@ -81,58 +81,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v4_kernel(const TopkArgs a) 
     const PassDigit pass{prefix, mask, shift, static_cast<uint32_t>(bins - 1)};
     unsigned* hist = pass_hist(p);
     const unsigned hist_base = shared_address(hist);
-    if (!resident) {
-      for (int o = w_lo; o < w_hi; o += kChunk) count_chunk(hist_base, pass, keys.at(o), lane);
-    } else if (p > 0) {
-      // A resident slice: passes 1 and 2 count only the collected keys, those whose pass-0 digit is
-      // at or above the k-th key's (those above it are picked later without being counted again).
-      // At pass 1 the slice is walked twice: each warp counts what it collects, a block barrier,
-      // then each warp writes its offsets from its place after the lower warps' (the list in index
-      // order: warps, chunks, lanes, keys) and counts pass 1 as it goes. Pass 2 counts the list.
-      if (p == 1) {
-        int in_warp = 0;
-        for (int o = w_lo; o < w_hi; o += kChunk) {
-          const Keys4 r = keys.at(o);
-          int mine = 0;
-#pragma unroll
-          for (int j = 0; j < 4; ++j) mine += r.k[j] != 0 && r.k[j] >= prefix;
-          in_warp += static_cast<int>(__reduce_add_sync(kFull, static_cast<unsigned>(mine)));
-        }
-        // warp_ties, not scratch: a warp may still be reading pass 0's digit search's scratch.
-        if (lane == 0) sm.warp_ties[warp] = in_warp;
-        __syncthreads();
-        const int through_warp = warp_inclusive_sum(sm.warp_ties[lane], lane);
-        n_collected = __shfl_sync(kFull, through_warp, 31);
-        int slot = __shfl_sync(kFull, through_warp, warp) - in_warp;
-        for (int o = w_lo; o < w_hi; o += kChunk) {
-          const Keys4 r = keys.at(o);
-          int before = 0, in_chunk = 0;
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const unsigned lanes = __ballot_sync(kFull, r.k[j] != 0 && r.k[j] >= prefix);
-            before += __popc(lanes & below);
-            in_chunk += __popc(lanes);
-          }
-          int mine = slot + before;
-#pragma unroll
-          for (int j = 0; j < 4; ++j)
-            if (r.k[j] != 0 && r.k[j] >= prefix) sm.candidates[mine++] = static_cast<uint16_t>(o + 4 * lane + j);
-          slot += in_chunk;
-          count_chunk(hist_base, pass, r, lane);
-        }
-      } else {
-        for (int q0 = 32 * warp; q0 < n_collected; q0 += kThreads) {
-          const int q = q0 + lane;
-          const uint32_t key = q < n_collected ? sm.keys[sm.candidates[q]] : 0u;
-          const uint32_t first = __shfl_sync(kFull, key, 0);
-          if (__all_sync(kFull, key == first)) {  // one key over the 32 (a plateau)
-            if (lane == 0) count_key(hist_base, pass, first, 32u);
-          } else {
-            count_key(hist_base, pass, key, 1u);
-          }
-        }
-      }
-    }
+    count_pass(sm, keys, p, pass, hist_base, prefix, w_lo, w_hi, warp, lane, below, n_collected);
     // One CTA a row: its counts are the row's. Else this CTA's share of the bins, [share_lo,
     // share_lo + share_bins), after a cluster barrier: a thread a bin loads its c counts at once,
     // adds them and stores the sum into every CTA's merged counts; the second cluster barrier
