@@ -198,6 +198,39 @@ struct LaneKeys {
   }
 };
 
+// The picks of a chunk whose CTA takes only part of its ties at the k-th key `prefix`: the keys
+// above it, and of the keys equal to it those ranked below tie_take in index order (tie_rank: this
+// warp's ties before the chunk, advanced past the chunk's). r: this lane's keys 4 lane .. 4 lane + 3.
+__device__ inline void pick_with_partial_ties(const Keys4& r, uint32_t prefix, int tie_take, unsigned below, int lane,
+                                              int& tie_rank, bool (&pick)[4]) {
+  int ties_before = 0, ties_in_chunk = 0;  // keys == K in the chunk before this lane's, and in all
+  unsigned ties[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    pick[j] = r.k[j] > prefix;
+    ties[j] = __ballot_sync(kFull, r.k[j] == prefix);
+    ties_before += __popc(ties[j] & below);
+    ties_in_chunk += __popc(ties[j]);
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    if ((ties[j] >> lane) & 1u) {
+      pick[j] = tie_rank + ties_before < tie_take;
+      ++ties_before;  // this lane's later keys come after this one
+    }
+  tie_rank += ties_in_chunk;
+}
+
+// A chunk's picks: before = those of the lanes before this one (below), in_chunk = all of them.
+__device__ inline void count_picks(const bool (&pick)[4], unsigned below, int& before, int& in_chunk) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const unsigned picked = __ballot_sync(kFull, pick[j]);
+    before += __popc(picked & below);
+    in_chunk += __popc(picked);
+  }
+}
+
 // Inclusive prefix sum over the lanes of a warp.
 __device__ inline int warp_inclusive_sum(int v, int lane) {
 #pragma unroll

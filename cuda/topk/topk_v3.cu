@@ -219,22 +219,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v3_kernel(const TopkArgs a) 
       for (int j = 0; j < 4; ++j)
         pick[j] = take_all ? r.k[j] != 0 : r.k[j] > prefix || (ties_taken && r.k[j] == prefix);
     } else {
-      unsigned ties[4];
-      int ties_before = 0, ties_in_chunk = 0;  // keys == K in the chunk before this lane's, and in all
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        pick[j] = r.k[j] > prefix;
-        ties[j] = __ballot_sync(kFull, r.k[j] == prefix);
-        ties_before += __popc(ties[j] & below);
-        ties_in_chunk += __popc(ties[j]);
-      }
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        if ((ties[j] >> lane) & 1u) {
-          pick[j] = tie_rank + ties_before < tie_take;
-          ++ties_before;  // this lane's later keys come after this one
-        }
-      tie_rank += ties_in_chunk;
+      pick_with_partial_ties(r, prefix, tie_take, below, lane, tie_rank, pick);
     }
     int picks_before = 0, picks_in_chunk = 0;
 #pragma unroll

@@ -185,30 +185,10 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v4_kernel(const TopkArgs a) 
         for (int j = 0; j < 4; ++j)
           pick[j] = take_all ? r.k[j] != 0 : r.k[j] > prefix || (ties_taken && r.k[j] == prefix);
       } else {
-        int ties_before = 0, ties_in_chunk = 0;  // keys == K in the chunk before this lane's, and in all
-        unsigned ties[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          pick[j] = r.k[j] > prefix;
-          ties[j] = __ballot_sync(kFull, r.k[j] == prefix);
-          ties_before += __popc(ties[j] & below);
-          ties_in_chunk += __popc(ties[j]);
-        }
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          if ((ties[j] >> lane) & 1u) {
-            pick[j] = tie_rank + ties_before < tie_take;
-            ++ties_before;  // this lane's later keys come after this one
-          }
-        tie_rank += ties_in_chunk;
+        pick_with_partial_ties(r, prefix, tie_take, below, lane, tie_rank, pick);
       }
       int picks_before = 0, picks_in_chunk = 0;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const unsigned picked = __ballot_sync(kFull, pick[j]);
-        picks_before += __popc(picked & below);
-        picks_in_chunk += __popc(picked);
-      }
+      count_picks(pick, below, picks_before, picks_in_chunk);
       if (picks_in_chunk == 0) continue;
       int slot = reserve(picks_before, picks_in_chunk);
       const uint32_t i = slice_lo + static_cast<uint32_t>(o + 4 * lane);
