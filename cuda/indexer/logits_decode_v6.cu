@@ -210,20 +210,16 @@ __global__ void __launch_bounds__(kThreads, Config<F, S>::kCtasPerSm) decode_log
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   const int64_t b = blockIdx.x;
   const int64_t len = a.context_lens[b];
-  const int64_t n_col_tiles = (a.n_cols + kTileKeys - 1) / kTileKeys;
-  const int64_t chunk_begin = static_cast<int64_t>(blockIdx.y) * kChunkTiles;
-  const int64_t chunk_end = min(chunk_begin + kChunkTiles, n_col_tiles);
-  const int64_t key_tiles = (len + kTileKeys - 1) / kTileKeys;
-  const int64_t last = min(chunk_end, key_tiles);  // tiles [chunk_begin, last) hold keys
+  const ChunkTiles chunk = chunk_tiles(len, a.n_cols);
   {
-    const int64_t first_empty = max(last, chunk_begin);  // tiles [first_empty, chunk_end): -inf
+    const int64_t first_empty = max(chunk.last, chunk.begin);  // tiles [first_empty, chunk.end): -inf
     float* const out_row = a.logits + b * a.n_cols;
-    for (int64_t i = t; i < (chunk_end - first_empty) * kTileKeys; i += kThreads) {
+    for (int64_t i = t; i < (chunk.end - first_empty) * kTileKeys; i += kThreads) {
       const int64_t col = first_empty * kTileKeys + i;
       if (col < a.n_cols) out_row[col] = -INFINITY;
     }
   }
-  const int n_tiles = static_cast<int>(last - chunk_begin);
+  const int n_tiles = static_cast<int>(chunk.last - chunk.begin);
   if (n_tiles <= 0) return;  // uniform across the CTA
 
   if (t == 0) {
@@ -238,10 +234,10 @@ __global__ void __launch_bounds__(kThreads, Config<F, S>::kCtasPerSm) decode_log
     // Keys below len < 2^31: a tile's first key fits 32 bits.
     const SequencePages pages{a.keys.pool, a.keys.block_table + b * a.keys.table_stride, a.divider, a.strides,
                               static_cast<uint32_t>(len)};
-    produce<F, S>(sm, pages, static_cast<uint32_t>(chunk_begin * kTileKeys), n_tiles, lane);
+    produce<F, S>(sm, pages, static_cast<uint32_t>(chunk.begin * kTileKeys), n_tiles, lane);
     return;
   }
-  consume<F, S>(sm, a, b, len, chunk_begin, n_tiles, warp / 4, t % kGroupThreads);
+  consume<F, S>(sm, a, b, len, chunk.begin, n_tiles, warp / 4, t % kGroupThreads);
 }
 
 template <IndexerFormat F, ScoreStorage S>
