@@ -872,7 +872,7 @@ TEST_CASE("a logit whose 64 head terms are all -0 is +0 as the oracle's, in ever
       // Decode against logit_serial (the oracle's order, test_cuda_host) over both cache layouts.
       for (cuda::IndexerCacheLayout layout :
            {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm})
-        for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5}) {
+        for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v6}) {
           const std::vector<int32_t> lens{300, 64, 1, 130};
           const int64_t n_cols = 320;
           const int page_keys = layout == cuda::IndexerCacheLayout::deepgemm ? 64 : 32;
