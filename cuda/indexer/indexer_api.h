@@ -22,7 +22,10 @@
 //                           by a producer warp through an mbarrier ring;
 //                           v5 v4 whose producer moves DeepGEMM pages by bulk copies (cp.async.bulk)
 //                           of the runs of a tile's keys that share a page (bitwise v4's logits);
-//                           the interleaved layout runs v4.
+//                           the interleaved layout runs v4;
+//                           v6 v5 with each tile's bulk copies issued by one lane of the producer
+//                           warp and one query operand a CTA (a deeper ring; bitwise v5's logits),
+//                           for DeepGEMM pages of a multiple of 64 keys; other pages run v5.
 // v2 and later versions of the logits need 64 heads; other head counts run v1.
 #include <cuda_runtime.h>
 

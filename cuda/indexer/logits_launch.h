@@ -31,5 +31,9 @@ void decode_logits_v4(const LogitsParams& p, const IndexerQueries& q, const Page
 // DeepGEMM layout: v4 with bulk copies of page runs; interleaved layout: v4.
 void decode_logits_v5(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
                       const int32_t* context_lens, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream);
+// DeepGEMM layout with pages of a multiple of 64 keys: v5 with a tile's copies issued by one producer
+// lane and one query operand a CTA (logits_decode_v6.cu); other pages and the interleaved layout: v5.
+void decode_logits_v6(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
+                      const int32_t* context_lens, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream);
 
 }  // namespace dsv4::cuda::detail
