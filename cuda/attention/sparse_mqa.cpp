@@ -57,8 +57,15 @@ void require_hopper(const char* who) {
                                         std::to_string(major) + std::to_string(minor));
 }
 
+// The attention's versions are v1 to v5 (another family's newer Variant is refused, not run as v5).
+void require_version(Variant v, const std::string& who) {
+  require(static_cast<int>(v) <= static_cast<int>(Variant::v5),
+          who + ": the attention has versions v1 to v5, got " + variant_name(v));
+}
+
 void check_decode(const DecodeArgs& a, Variant v) {
   const char* who = "sparse_mqa_decode";
+  require_version(v, who);
   require(a.batch >= 0 && a.s_q >= 0, std::string(who) + ": batch and s_q must be >= 0, got " +
                                           std::to_string(a.batch) + ", " + std::to_string(a.s_q));
   require(a.n_heads > 0, std::string(who) + ": n_heads must be positive, got " + std::to_string(a.n_heads));
@@ -134,6 +141,7 @@ size_t split_workspace_bytes(int64_t rows, int n_heads, int splits) {
 }  // namespace detail
 
 size_t decode_workspace_bytes(const DecodeArgs& a, Variant v, int device) {
+  require_version(v, "decode_workspace_bytes");
   if (v == Variant::v1) return 0;
   const int splits = decode_splits(a.batch, a.s_q, a.n_heads, a.list.topk + a.extra_list.topk, device_sms(device));
   return detail::split_workspace_bytes(static_cast<int64_t>(a.batch) * a.s_q, a.n_heads, splits);
@@ -167,6 +175,7 @@ void sparse_mqa_decode(const DecodeArgs& a, Variant v, void* workspace, size_t w
 
 void sparse_mqa_prefill(const PrefillArgs& a, Variant v, cudaStream_t stream) {
   const std::string who = "sparse_mqa_prefill";
+  require_version(v, who);
   require(a.s_q >= 0 && a.s_kv >= 0,
           who + ": s_q and s_kv must be >= 0, got " + std::to_string(a.s_q) + ", " + std::to_string(a.s_kv));
   require(a.n_heads > 0, who + ": n_heads must be positive, got " + std::to_string(a.n_heads));

@@ -746,6 +746,11 @@ TEST_CASE("decode: bad arguments throw before launching") {
   CHECK_THROWS_AS(sparse_mqa_prefill(p, Variant::v3), std::invalid_argument);
   CHECK_THROWS_AS(sparse_mqa_prefill(p, Variant::v4), std::invalid_argument);
   CHECK_THROWS_AS(sparse_mqa_prefill(p, Variant::v5), std::invalid_argument);
+  // a version the attention does not have (the indexer's decode has a v6)
+  const auto no_v6 = doctest::Contains("the attention has versions v1 to v5, got v6");
+  CHECK_THROWS_WITH_AS(sparse_mqa_decode(a, Variant::v6), no_v6, std::invalid_argument);
+  CHECK_THROWS_WITH_AS(decode_workspace_bytes(a, Variant::v6), no_v6, std::invalid_argument);
+  CHECK_THROWS_WITH_AS(sparse_mqa_prefill(p, Variant::v6), no_v6, std::invalid_argument);
 }
 
 // ---- prefill ------------------------------------------------------------------------------------
