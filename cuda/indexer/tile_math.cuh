@@ -60,8 +60,16 @@ DSV4_HD inline int owned_slot(int k, int lane) {
 // results feed arithmetic, never for a stored value. test_cuda_indexer compares it with bf16_round
 // on all 2^32 inputs, in both halves.
 #ifdef __CUDACC__
-// relu that keeps NaN and -0, as the oracle's (x < 0 ? 0 : x).
-__device__ inline float relu_keep_nan(float x) { return x < 0 ? 0.0f : x; }
+// relu as the logits need it, in one instruction (max.NaN.f32 with +0; it was FSETP + FSEL): x for
+// x > 0, NaN for NaN, a zero otherwise, as the oracle's x < 0 ? 0 : x (test_cuda_indexer compares
+// them on all 2^32 inputs). Which zero it gives for x = -0 is the hardware's and cannot reach a
+// logit: a zero term leaves every sum with a non-zero term unchanged, and a sum of zeros becomes +0
+// in finish (logits_tile.cuh), as the oracle's head sum, which starts from +0.
+__device__ inline float relu_keep_nan(float x) {
+  float r;
+  asm("max.NaN.f32 %0, %1, 0f00000000;\n" : "=f"(r) : "f"(x));
+  return r;
+}
 
 __device__ inline void bf16_round_hw2(float a, float b, float& ra, float& rb) {
   uint32_t packed;  // a in the upper half, b in the lower
