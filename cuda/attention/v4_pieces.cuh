@@ -117,17 +117,34 @@ __device__ __forceinline__ void pv_block_regs(float (&prob)[32], uint32_t k_tile
 // A descriptor of v3_layout.cuh from its low word: the high word (stride byte offset 1,024, 128-byte
 // swizzle) is the same constant for every descriptor v3's layouts build.
 inline constexpr uint32_t kDescHigh = static_cast<uint32_t>(descriptor(0, 0, kSbo) >> 32);
-__device__ __forceinline__ uint64_t desc_from_low(uint32_t low) {
-  return (static_cast<uint64_t>(kDescHigh) << 32) | low;
-}
+DSV4_HD constexpr uint64_t desc_from_low(uint32_t low) { return (static_cast<uint64_t>(kDescHigh) << 32) | low; }
 // The low word of k_major_desc(tile) / mn_major_desc(tile); a start `off` bytes further (off a
 // multiple of 16) is this word + off / 16: the 14-bit start field does not carry into the leading
 // byte offset while tile + off < 2^18 (every plan ends below 232,448 bytes).
 DSV4_HD constexpr uint32_t k_major_low(uint32_t tile) { return static_cast<uint32_t>(k_major_desc(tile)); }
 DSV4_HD constexpr uint32_t mn_major_low(uint32_t tile) { return static_cast<uint32_t>(mn_major_desc(tile)); }
-static_assert(static_cast<uint32_t>(k_major_desc(0x20000u + 0x8020u)) == k_major_low(0x20000u) + 0x8020u / 16 &&
-                  static_cast<uint32_t>(mn_major_desc(0x10000u + 0x2800u)) == mn_major_low(0x10000u) + 0x2800u / 16,
-              "a start offset adds to the low word");
+// Every descriptor the stepped QK and P V build equals v4's, for the q and k tiles of v3's plan at any
+// 1,024-aligned base that leaves them inside a CTA's 227 KiB.
+DSV4_HD constexpr bool stepped_descriptors_match() {
+  const Plan pl = plan(0);
+  for (uint32_t base = 0; base + pl.k[kStages - 1] + kTile <= 232448u; base += 1024u) {
+    const uint32_t tiles[3] = {base + pl.q, base + pl.k[0], base + pl.k[1]};
+    for (uint32_t tile : tiles)
+      for (int ks = 0; ks < kHeadDim / 16; ++ks)
+        if (desc_from_low(k_major_low(tile) + k_major_start(0, 0, ks) / 16) != k_major_desc(k_major_start(tile, 0, ks)))
+          return false;
+    for (int s = 0; s < kStages; ++s)
+      for (int c = 0; c < kConsumers; ++c)
+        for (int ks = 0; ks < 4; ++ks) {
+          const uint32_t first = mn_major_start(base + pl.k[s], (kDimsPerConsumer / 64) * c, 0);
+          if (desc_from_low(mn_major_low(first) + mn_major_start(0, 0, ks) / 16) !=
+              mn_major_desc(mn_major_start(base + pl.k[s], (kDimsPerConsumer / 64) * c, ks)))
+            return false;
+        }
+  }
+  return true;
+}
+static_assert(stepped_descriptors_match(), "a start offset adds to the descriptor's low word without a carry");
 
 // qk_block_all with the two descriptors' low words computed once and stepped by constants (k-step ks
 // moves both starts by k_major_start(0, 0, ks) bytes): the same wgmmas on the same operands, so the

@@ -30,6 +30,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/attention/attention_mirror.h"
@@ -336,6 +337,23 @@ TEST_CASE("v4 pieces: each consumer's QK over all 64 slots is the exact product,
       want[static_cast<size_t>(h * 64 + j)] = want[static_cast<size_t>(4096 + h * 64 + j)] = acc;
     }
   check_exact(ds.download(), want, 64, "S = q k^T (row: consumer * 64 + head, column: slot)");
+}
+
+// v7's exp: the oracle's bounds give each exp and rescale 2 fp32 ulps (2^-22 relative) besides the
+// rounding of its argument (docs/cuda-attention.md, Tolerances; v7 argues ex2.approx fits). Every
+// argument v7 can pass with a normal result: [-126, 0] and the small positive roundings of s c - mc
+// at the row max (|x| <= 2^-20 for |c s| < 16; checked to 2^-10).
+TEST_CASE("v7 pieces: ex2.approx stays within 2 fp32 ulps of 2^x on every argument from -126 to 2^-10") {
+  if (!inputs("v7_pieces", "ex2 error")) return;  // DSV4_CASE names other inputs
+  for (const auto& [lo, hi] : {std::pair{-126.0f, -0.0f}, std::pair{0.0f, 0x1p-10f}}) {
+    const probes::Ex2Error e = probes::v7_ex2_error(lo, hi);
+    MESSAGE("ex2.approx.ftz on [" << lo << ", " << hi << "]: max relative error " << e.max_rel << " = 2^"
+                                  << std::log2(e.max_rel) << " at x = " << e.worst_x);
+    CHECK_MESSAGE(e.max_rel <= 0x1p-22, "ex2.approx's error " << e.max_rel << " at x = " << e.worst_x
+                                                              << " exceeds the 2 ulps the bounds allow");
+    CHECK(e.at_minus_inf == 0.0f);
+    CHECK_FALSE(std::signbit(e.at_minus_inf));
+  }
 }
 
 TEST_CASE("v4 pieces: one PV tile with P from registers is the exact product, 1 and 3 planes") {
