@@ -95,9 +95,20 @@ __device__ void consume_unit(const Params& p, const Smem& m, int u, int splits, 
 
   asm volatile("" : "+r"(u));  // the unit's row and heads recomputed here, not held through the loop
   const UnitRange r = unit_range(p, u, splits);
-  // The epilogue's natural-log domain: m = scale m_raw (v5's running max of scale s), and l, the sum of
-  // 2^(c s - mc) = e^(scale s - m) up to the rounding of mc (docs/cuda-attention.md, v7).
+  // The epilogue's natural-log domain: m = fp32(scale m_raw), v5's running max of scale s bit for bit.
+  // l and o are sums of 2^(c s - mc); one factor 2^(mc - m log2 e) per head, computed in double (the
+  // difference is a few ulps of mc), makes them sums of e^(scale s - m) up to one fp32 rounding, so
+  // that the sink term, the lse and the split partials all refer to the written m (docs/cuda-attention.md, v7).
   const float m_run[2] = {m_raw[0] * p.scale, m_raw[1] * p.scale};
+  float to_m[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const double d = static_cast<double>(mc[h]) - static_cast<double>(m_run[h]) * 1.4426950408889634;
+    to_m[h] = l_run[h] > 0.0f ? static_cast<float>(exp2(d)) : 1.0f;  // l = 0: no valid slot, m = -inf
+    l_run[h] *= to_m[h];
+  }
+#pragma unroll
+  for (int e = 0; e < 128; ++e) o[e] *= to_m[(e >> 1) & 1];
   write_output(p, o, m_run, l_run, r.row, r.head_base, r.split, splits, ws, c, t, rows);
 }
 
