@@ -166,9 +166,10 @@ __device__ __forceinline__ void qk_block_all_stepped(uint32_t q_tile, uint32_t k
   sm90::fence_registers(s);
 }
 
-// ex2.approx.ftz.f32 (PTX ISA, "ex2"): 2^x in one MUFU.EX2, maximum relative error 2^-22.5 for a
-// normal result (docs/cuda-attention.md, v7, says why the oracle's bounds hold with it); a result
-// below 2^-126 is flushed to +0, ex2(-inf) = +0.
+// ex2.approx.ftz.f32 (PTX ISA, "ex2"): 2^x in one MUFU.EX2, a relative error of at most 2^-22.5 for
+// a normal result by the PTX ISA, measured against 2 fp32 ulps on every argument v7 passes by the GPU
+// test "v7 pieces: ex2.approx ..." (docs/cuda-attention.md, v7: why the oracle's bounds hold with
+// it); a result below 2^-126 is flushed to +0, ex2(-inf) = +0.
 __device__ __forceinline__ float ex2_approx(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
