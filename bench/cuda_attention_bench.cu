@@ -150,7 +150,7 @@ void BM_CublasGemm(benchmark::State& state) {
   set_counters(state, 2.0 * n * n * static_cast<double>(n), 3.0 * 2 * n * static_cast<double>(n));
 }
 
-// v3, v4, then v5 run last: they are the newest kernels, and should one fail on the device (a trap leaves
+// v3, v4, v5, then v7 run last: they are the newest kernels, and should one fail on the device (a trap leaves
 // the CUDA context unusable), every other number of the suite has been measured and printed before.
 void register_all() {
   using attn::Probs;
@@ -160,7 +160,7 @@ void register_all() {
                                    {"Flash_h64_top512_kv64K", 64, 512, 65536, 4096},
                                    {"Pro_h128_top1024_kv8K", 128, 1024, 8192, 4096},
                                    {"Pro_h128_top1024_kv64K", 128, 1024, 65536, 4096}};
-  // v1 on a sixteenth of the queries (it is slow: the oracle's double arithmetic), beside v2 to v5.
+  // v1 on a sixteenth of the queries (it is slow: the oracle's double arithmetic), beside v2 to v7.
   const PrefillShape small{"Flash_h64_top512_kv8K_q256", 64, 512, 8192, 256};
   const auto register_version = [&](Variant v) {
     for (const DecodeShape& s : {kFlash, kPro})
@@ -231,6 +231,7 @@ void register_all() {
   register_version(Variant::v3);
   register_version(Variant::v4);
   register_version(Variant::v5);
+  register_version(Variant::v7);
 }
 
 }  // namespace

@@ -28,6 +28,10 @@ void launch_v4(const PrefillParams& p, Probs probs, cudaStream_t stream);
 // min(work units, SMs) CTAs; splits as v2.
 void launch_v5(const DecodeParams& p, Probs probs, int splits, void* workspace, cudaStream_t stream);
 void launch_v5(const PrefillParams& p, Probs probs, cudaStream_t stream);
+// v7 (sparse_mqa_v7.cu, sm_90a): v5 with the online softmax in the base-2 domain (ex2.approx) and the
+// wgmma descriptors stepped in their low word; splits as v2. Needs scale > 0.
+void launch_v7(const DecodeParams& p, Probs probs, int splits, void* workspace, cudaStream_t stream);
+void launch_v7(const PrefillParams& p, Probs probs, cudaStream_t stream);
 
 size_t split_workspace_bytes(int64_t rows, int n_heads, int splits);
 

@@ -57,6 +57,10 @@ using ::dsv4::cuda::Variant;
 //   v5  sm_90a: v4's consumers; the decode producer stages the raw MODEL1 bytes by cp.async and
 //       dequantizes them shared -> shared with packed conversions; prefill hands each block over as
 //       soon as it has landed; a persistent grid of min(work units, SMs) CTAs; outputs bitwise v4's.
+//   (v6: the indexer's; the attention's v6 was measured slower than v5 and is not here)
+//   v7  sm_90a: v5 with fewer consumer instructions: the online softmax in the base-2 domain
+//       (ex2.approx, the row max over the raw scores: softmax_scale must be finite and > 0) and the
+//       wgmma descriptors stepped in their low word; outputs within the oracle's bounds, not v5's bits.
 
 // One MODEL1 pool of pages: page p at bytes + p * Model1Layout{page_size}.page_bytes().
 struct PagedPool {

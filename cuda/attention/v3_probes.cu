@@ -2,6 +2,9 @@
 // v5_producer.cuh) on one block, nothing else.
 #include <cuda_runtime.h>
 
+#include <cmath>
+#include <cstring>
+
 #include "cuda/attention/v3_pieces.cuh"
 #include "cuda/attention/v3_probes.h"
 #include "cuda/attention/v4_pieces.cuh"
@@ -161,6 +164,39 @@ __global__ void __launch_bounds__(128, 1)
   if (t < 2) mask[t] = reinterpret_cast<const uint32_t*>(mask16)[t];
 }
 
+// Every fp32 bit pattern in [first, first + count): the relative error of ex2_approx against exp2 in
+// double, the largest kept as its double bits (positive doubles order as their bits) with its x.
+__global__ void ex2_error_probe(uint32_t first, uint64_t count, unsigned long long* worst) {
+  unsigned long long mine = 0;
+  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+    const uint32_t bits = first + static_cast<uint32_t>(i);
+    const float x = __uint_as_float(bits);
+    const double want = exp2(static_cast<double>(x));
+    const double rel = fabs(static_cast<double>(v4::ex2_approx(x)) - want) / want;
+    const unsigned long long r = static_cast<unsigned long long>(__double_as_longlong(rel));
+    if (r > mine) mine = r;
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const unsigned long long other = __shfl_xor_sync(0xFFFFFFFFu, mine, o);
+    mine = other > mine ? other : mine;
+  }
+  if ((threadIdx.x & 31) == 0) atomicMax(worst, mine);
+}
+
+// The x whose error is `worst` (a second pass: the first keeps only the value).
+__global__ void ex2_worst_x_probe(uint32_t first, uint64_t count, unsigned long long worst, float* x_out,
+                                  float* at_minus_inf) {
+  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+    const float x = __uint_as_float(first + static_cast<uint32_t>(i));
+    const double want = exp2(static_cast<double>(x));
+    const double rel = fabs(static_cast<double>(v4::ex2_approx(x)) - want) / want;
+    if (static_cast<unsigned long long>(__double_as_longlong(rel)) == worst) *x_out = x;
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) *at_minus_inf = v4::ex2_approx(-INFINITY);
+}
+
 template <class Kernel>
 void allow_smem(Kernel* kernel) {
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)));
@@ -212,6 +248,35 @@ void v5_decode_block(const DecodeParams& p, int64_t row, int blk, uint16_t* rows
   allow_smem(decode_block_probe_v5);
   decode_block_probe_v5<<<1, 128, kSmem>>>(p, row, blk, rows, mask);
   CUDA_CHECK_LAUNCH();
+}
+
+Ex2Error v7_ex2_error(float lo, float hi) {
+  // The bit patterns of [lo, hi] are one contiguous run: increasing for x >= +0, decreasing for x <= -0.
+  uint32_t a = 0, b = 0;
+  std::memcpy(&a, &lo, 4);
+  std::memcpy(&b, &hi, 4);
+  const uint32_t first = std::signbit(hi) ? b : a, last = std::signbit(hi) ? a : b;
+  const uint64_t count = static_cast<uint64_t>(last) - first + 1;
+  unsigned long long* worst = nullptr;
+  float* xs = nullptr;
+  CUDA_CHECK(cudaMalloc(&worst, sizeof(unsigned long long)));
+  CUDA_CHECK(cudaMalloc(&xs, 2 * sizeof(float)));
+  CUDA_CHECK(cudaMemset(worst, 0, sizeof(unsigned long long)));
+  ex2_error_probe<<<1024, 256>>>(first, count, worst);
+  CUDA_CHECK_LAUNCH();
+  unsigned long long w = 0;
+  CUDA_CHECK(cudaMemcpy(&w, worst, sizeof w, cudaMemcpyDeviceToHost));
+  ex2_worst_x_probe<<<1024, 256>>>(first, count, w, xs, xs + 1);
+  CUDA_CHECK_LAUNCH();
+  float host[2] = {0, 0};
+  CUDA_CHECK(cudaMemcpy(host, xs, sizeof host, cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaFree(worst));
+  CUDA_CHECK(cudaFree(xs));
+  Ex2Error e;
+  std::memcpy(&e.max_rel, &w, 8);
+  e.worst_x = host[0];
+  e.at_minus_inf = host[1];
+  return e;
 }
 
 }  // namespace dsv4::cuda::attention::probes

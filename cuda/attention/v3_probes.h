@@ -2,7 +2,7 @@
 // Each piece of v3 and v4 run alone on one block of data (v3_probes.cu), so that a failing v3 / v4
 // test points at the broken piece: the wgmma QK tile, the wgmma PV tile (the k tile read transposed;
 // v4: P from registers), the producer's gather and dequantization of a decode block (v3's and v4's,
-// and v5's). Test support
+// and v5's), v7's exp (ex2.approx) over its arguments. Test support
 // (cuda/tests/test_cuda_attention.cpp), not an API. All pointers are device pointers; matrices row-major.
 #include <cstdint>
 
@@ -34,5 +34,15 @@ void v4_qk_tile(const uint16_t* q, const uint16_t* k, float* s);
 // (dims 0..255 and 256..511): prob [64][64] fp32, rounded to one bf16 plane (planes 1) or split
 // exactly into three (planes 3).
 void v4_pv_tile(const float* prob, const uint16_t* v, int planes, float* o);
+
+// v7: the largest relative error of ex2_approx (ex2.approx.ftz.f32, v4_pieces.cuh) against 2^x in
+// double over every fp32 x in [lo, hi] (lo <= hi <= -0 or +0 <= lo <= hi; results normal), and
+// ex2_approx(-inf) (v7's masked slots and first rescale rely on +0).
+struct Ex2Error {
+  double max_rel = 0;
+  float worst_x = 0;
+  float at_minus_inf = -1;
+};
+Ex2Error v7_ex2_error(float lo, float hi);
 
 }  // namespace dsv4::cuda::attention::probes

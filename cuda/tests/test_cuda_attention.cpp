@@ -30,6 +30,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/attention/attention_mirror.h"
@@ -201,7 +202,7 @@ void check_decode(const DecodeCase& c, Variant v, Probs probs) {
   CHECK_MESSAGE(lse.ok, lse.report);
 }
 
-const std::vector<Variant> kVersions = {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5};
+const std::vector<Variant> kVersions = {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v7};
 
 void check_prefill(const PrefillCase& c, Variant v, Probs probs);
 const std::vector<Probs> kProbs = {Probs::bf16, Probs::fp32};
@@ -336,6 +337,23 @@ TEST_CASE("v4 pieces: each consumer's QK over all 64 slots is the exact product,
       want[static_cast<size_t>(h * 64 + j)] = want[static_cast<size_t>(4096 + h * 64 + j)] = acc;
     }
   check_exact(ds.download(), want, 64, "S = q k^T (row: consumer * 64 + head, column: slot)");
+}
+
+// v7's exp: the oracle's bounds give each exp and rescale 2 fp32 ulps (2^-22 relative) besides the
+// rounding of its argument (docs/cuda-attention.md, Tolerances; v7 argues ex2.approx fits). Every
+// argument v7 can pass with a normal result: [-126, 0] and the small positive roundings of s c - mc
+// at the row max (|x| <= 2^-20 for |c s| < 16; checked to 2^-10).
+TEST_CASE("v7 pieces: ex2.approx stays within 2 fp32 ulps of 2^x on every argument from -126 to 2^-10") {
+  if (!inputs("v7_pieces", "ex2 error")) return;  // DSV4_CASE names other inputs
+  for (const auto& [lo, hi] : {std::pair{-126.0f, -0.0f}, std::pair{0.0f, 0x1p-10f}}) {
+    const probes::Ex2Error e = probes::v7_ex2_error(lo, hi);
+    MESSAGE("ex2.approx.ftz on [" << lo << ", " << hi << "]: max relative error " << e.max_rel << " = 2^"
+                                  << std::log2(e.max_rel) << " at x = " << e.worst_x);
+    CHECK_MESSAGE(e.max_rel <= 0x1p-22, "ex2.approx's error " << e.max_rel << " at x = " << e.worst_x
+                                                              << " exceeds the 2 ulps the bounds allow");
+    CHECK(e.at_minus_inf == 0.0f);
+    CHECK_FALSE(std::signbit(e.at_minus_inf));
+  }
 }
 
 TEST_CASE("v4 pieces: one PV tile with P from registers is the exact product, 1 and 3 planes") {
@@ -480,6 +498,8 @@ TEST_CASE("sanitizer: small decode and prefill on every version") {
   check_decode(cw, Variant::v4, Probs::fp32);
   check_decode(cw, Variant::v5, Probs::bf16);
   check_decode(cw, Variant::v5, Probs::fp32);
+  check_decode(cw, Variant::v7, Probs::bf16);
+  check_decode(cw, Variant::v7, Probs::fp32);
   // v5's persistent grid with several work units per CTA (q reloaded between units while the last
   // P V of the previous unit runs), rows without a valid slot among them
   DecodeShape many = wide;
@@ -489,11 +509,13 @@ TEST_CASE("sanitizer: small decode and prefill on every version") {
   many.damage.empty_rows = true;
   const DecodeCase cm = testing::make_decode_case(many, gen);
   check_decode(cm, Variant::v5, Probs::bf16);
+  check_decode(cm, Variant::v7, Probs::bf16);
   PrefillShape pm = ps;
   pm.name = "sanitizer prefill h64 s_q270 topk 128, 270 work units";
   pm.s_q = 270;
   const PrefillCase pcm = testing::make_prefill_case(pm, gen);
   check_prefill(pcm, Variant::v5, Probs::bf16);
+  check_prefill(pcm, Variant::v7, Probs::bf16);
 }
 
 TEST_CASE("decode: V4-Flash and V4-Pro shapes, every version and probability rounding") {
@@ -558,8 +580,8 @@ TEST_CASE("decode: a grid of 140 blocks (no split-KV) and s_q 1") {
   for (Variant v : kVersions) check_decode(c1, v, Probs::bf16);
 }
 
-// v5 runs min(work units, SMs) CTAs that walk the units: here 2-3 units per CTA of an H200, whole
-// invalid leading blocks and rows without a valid slot among them; and its outputs against v4's.
+// v5 (and v7, on v5's grid) runs min(work units, SMs) CTAs that walk the units: here 2-3 units per CTA of an H200,
+// whole invalid leading blocks and rows without a valid slot among them; and its outputs against v4's.
 TEST_CASE("decode and prefill: several work units per CTA (v5's persistent grid)") {
   const auto c_in = inputs("decode and prefill", "several work units per CTA");
   if (!c_in) return;  // DSV4_CASE names other inputs
@@ -575,6 +597,7 @@ TEST_CASE("decode and prefill: several work units per CTA (v5's persistent grid)
   s.damage.empty_rows = true;
   const DecodeCase c = testing::make_decode_case(s, gen);
   for (Probs p : kProbs) check_decode(c, Variant::v5, p);
+  for (Probs p : kProbs) check_decode(c, Variant::v7, p);  // v5's grid and producer, v7's consumers
   // v5's k tiles hold v4's bits (both dequantizations exact) and its consumers run v4's arithmetic:
   // its outputs are v4's, bit for bit (a misplaced or misconverted code would show here first).
   const DeviceDecode dd(c);
@@ -595,6 +618,7 @@ TEST_CASE("decode and prefill: several work units per CTA (v5's persistent grid)
   ps.damage.lengths = true;
   const PrefillCase pc = testing::make_prefill_case(ps, gen);
   for (Probs p : kProbs) check_prefill(pc, Variant::v5, p);
+  for (Probs p : kProbs) check_prefill(pc, Variant::v7, p);
 }
 
 TEST_CASE("decode: sinks of +inf, -inf, +80, -1e4 and none") {
@@ -720,11 +744,21 @@ TEST_CASE("decode: bad arguments throw before launching") {
   a.out = out.get();
   a.lse = lse.get();
   DecodeArgs bad = a;
-  bad.n_heads = 48;  // v2 to v5 need a multiple of 64
+  bad.n_heads = 48;  // v2 to v7 need a multiple of 64
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v2), std::invalid_argument);
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v3), std::invalid_argument);
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v4), std::invalid_argument);
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v5), std::invalid_argument);
+  CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v7), std::invalid_argument);
+  // v7 takes the row max over the raw scores: a zero, negative or non-finite scale is refused, not mis-run
+  bad = a;
+  bad.softmax_scale = -0.5f;
+  CHECK_THROWS_WITH_AS(sparse_mqa_decode(bad, Variant::v7), doctest::Contains("v7 needs a finite softmax_scale > 0"),
+                       std::invalid_argument);
+  bad.softmax_scale = std::numeric_limits<float>::quiet_NaN();
+  CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v7), std::invalid_argument);
+  bad.softmax_scale = 0.0f;
+  CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v7), std::invalid_argument);
   bad = a;
   bad.out = nullptr;
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v1), std::invalid_argument);
@@ -735,7 +769,7 @@ TEST_CASE("decode: bad arguments throw before launching") {
   bad.list.topk = -1;
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v1), std::invalid_argument);
   // a shape that splits (b 1) without its workspace
-  for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5})
+  for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v7})
     if (decode_workspace_bytes(a, v) > 0) CHECK_THROWS_AS(sparse_mqa_decode(a, v), std::invalid_argument);
   PrefillArgs p;
   p.s_q = 1;
@@ -746,8 +780,9 @@ TEST_CASE("decode: bad arguments throw before launching") {
   CHECK_THROWS_AS(sparse_mqa_prefill(p, Variant::v3), std::invalid_argument);
   CHECK_THROWS_AS(sparse_mqa_prefill(p, Variant::v4), std::invalid_argument);
   CHECK_THROWS_AS(sparse_mqa_prefill(p, Variant::v5), std::invalid_argument);
+  CHECK_THROWS_AS(sparse_mqa_prefill(p, Variant::v7), std::invalid_argument);
   // a version the attention does not have (the indexer's decode has a v6)
-  const auto no_v6 = doctest::Contains("the attention has versions v1 to v5, got v6");
+  const auto no_v6 = doctest::Contains("the attention has versions v1 to v5 and v7, got v6");
   CHECK_THROWS_WITH_AS(sparse_mqa_decode(a, Variant::v6), no_v6, std::invalid_argument);
   CHECK_THROWS_WITH_AS(decode_workspace_bytes(a, Variant::v6), no_v6, std::invalid_argument);
   CHECK_THROWS_WITH_AS(sparse_mqa_prefill(p, Variant::v6), no_v6, std::invalid_argument);
