@@ -627,7 +627,8 @@ TEST_CASE("decode logits over the paged caches of both layouts equal the oracle'
 }
 
 TEST_CASE(
-    "decode v3 to v6 over page sizes that are not powers of two (and 4, the smallest, and 256) equal v2 and the oracle") {
+    "decode v3 to v6 over page sizes that are not powers of two (and 4, the smallest, and 256) equal v2 and the "
+    "oracle") {
   TallyBook book;
   for (cuda::IndexerCacheLayout layout : {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm})
     for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8})
