@@ -15,9 +15,6 @@
 //                           v4 v3's grid and ring with the MMA's operands swapped (64 keys x the
 //                           heads of 2 queries): a shorter epilogue in v2's order (bitwise v2's
 //                           logits); FP4 keys or no keys run v2, as for v3;
-//                           v5 v4's tile scoring (bitwise v2's logits) in two consumer warpgroups
-//                           that each overlap the MMA of one 64-key half of a tile with the
-//                           epilogue of the other; FP4 keys or no keys run v2, as for v3;
 //   indexer_logits_decode   v1 one thread per logit; v2 wgmma over the pages of each sequence;
 //                           v3 v2's MMA and epilogue (bitwise v2's logits) behind a cheaper copy
 //                           producer (32-bit page arithmetic, a deeper ring);

@@ -9,12 +9,12 @@
 namespace dsv4::cuda {
 namespace {
 
-// newest: the entry's newest version (prefill v5, decode v6).
+// newest: the entry's newest version (prefill v4, decode v6).
 void check_common(const LogitsParams& p, const IndexerQueries& q, int64_t n_cols, Variant v, const char* who,
                   Variant newest) {
   const std::string w(who);
   detail::require_variant(static_cast<int>(v) <= static_cast<int>(newest), v, who,
-                          newest == Variant::v6 ? "v1, v2, v3, v4, v5, v6" : "v1, v2, v3, v4, v5");
+                          newest == Variant::v6 ? "v1, v2, v3, v4, v5, v6" : "v1, v2, v3, v4");
   detail::require(p.heads >= 1, w + ": heads must be >= 1, got " + std::to_string(p.heads));
   detail::require(v == Variant::v1 || p.heads == 64, w + " " + variant_name(v) +
                                                          ": computes 64 heads per query (one wgmma M tile), got " +
@@ -30,7 +30,7 @@ void check_common(const LogitsParams& p, const IndexerQueries& q, int64_t n_cols
 void indexer_logits_prefill(const LogitsParams& p, const IndexerQueries& q, const DenseKeys& keys, const int32_t* ks,
                             const int32_t* ke, float* logits, int64_t n_cols, Variant v, cudaStream_t stream,
                             int* fp4_inexact) {
-  check_common(p, q, n_cols, v, "indexer_logits_prefill", Variant::v5);
+  check_common(p, q, n_cols, v, "indexer_logits_prefill", Variant::v4);
   if (q.count == 0 || n_cols == 0) return;
   detail::require(ks && ke && logits,
                   "indexer_logits_prefill: ks, ke and logits must be device pointers, got a nullptr");
@@ -46,10 +46,8 @@ void indexer_logits_prefill(const LogitsParams& p, const IndexerQueries& q, cons
     detail::prefill_logits_v2(p, q, keys, ks, ke, logits, n_cols, fp4_inexact, stream);
   else if (v == Variant::v3)
     detail::prefill_logits_v3(p, q, keys, ks, ke, logits, n_cols, fp4_inexact, stream);
-  else if (v == Variant::v4)
-    detail::prefill_logits_v4(p, q, keys, ks, ke, logits, n_cols, fp4_inexact, stream);
   else
-    detail::prefill_logits_v5(p, q, keys, ks, ke, logits, n_cols, fp4_inexact, stream);
+    detail::prefill_logits_v4(p, q, keys, ks, ke, logits, n_cols, fp4_inexact, stream);
 }
 
 void indexer_logits_decode(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,

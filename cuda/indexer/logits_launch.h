@@ -20,10 +20,6 @@ void prefill_logits_v3(const LogitsParams& p, const IndexerQueries& q, const Den
 // v3's grid and ring, keys on the MMA's M axis (logits_prefill_v4.cu); where v3 runs v2, so does v4.
 void prefill_logits_v4(const LogitsParams& p, const IndexerQueries& q, const DenseKeys& keys, const int32_t* ks,
                        const int32_t* ke, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream);
-// v4's tile scoring in two consumer warpgroups of 240 registers, each overlapping the MMA of one
-// 64-key half with the epilogue of the other (logits_prefill_v5.cu); where v3 runs v2, so does v5.
-void prefill_logits_v5(const LogitsParams& p, const IndexerQueries& q, const DenseKeys& keys, const int32_t* ks,
-                       const int32_t* ke, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream);
 void decode_logits_v1(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
                       const int32_t* context_lens, float* logits, int64_t n_cols, cudaStream_t stream);
 void decode_logits_v2(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,

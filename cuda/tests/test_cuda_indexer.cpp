@@ -33,14 +33,12 @@
 //              key codes that are not 16-byte aligned (v2 runs them).
 //   prefill v4 every prefill v3 check, and v2's logits bit for bit (the MMA's operands swapped, v2's
 //              addition tree: test_cuda_indexer_host checks the tree).
-//   prefill v5 every prefill v4 check, and v2's logits bit for bit (v4's tile scoring, two
-//              accumulators a consumer warpgroup).
 // The epilogue's hardware bf16 rounding against bf16_round over all 2^32 fp32 inputs; max.NaN.f32
 // as a relu candidate over the same inputs (its zeros reported).
 // The sign of a zero logit: on inputs where every logit is exact, some with 64 head terms that are
 // all -0, every prefill and decode version bitwise the oracle's (+0 there: its head sum starts from +0).
-// Plus 20 reruns bitwise identical, a query's logits independent of its batch neighbours (prefill v2
-// to v5, decode v3 to v6), zero-length calls, argument checks.
+// Plus 20 reruns bitwise identical, a query's logits independent of its batch neighbours (prefill v2,
+// v3 and v4, decode v3 to v6), zero-length calls, argument checks.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -222,7 +220,7 @@ void check_logits(const Compare& c, Variant v, IndexerFormat f, ScoreStorage s, 
 }
 
 std::vector<Variant> logit_variants(int heads) {
-  return heads == 64 ? std::vector<Variant>{Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5}
+  return heads == 64 ? std::vector<Variant>{Variant::v1, Variant::v2, Variant::v3, Variant::v4}
                      : std::vector<Variant>{Variant::v1};
 }
 
@@ -364,7 +362,7 @@ TEST_CASE("prefill logits equal the oracle's indexer_scores with causal masks ex
                        std::string("causal ") + cuda::format_name(f) + " " + cuda::storage_name(st));
           CHECK(logits.damaged_guard_bytes() == 0);
           CHECK(inexact.download()[0] == 0);
-          if (v == Variant::v3 || v == Variant::v4 || v == Variant::v5) {  // v2's logits bit for bit
+          if (v == Variant::v3 || v == Variant::v4) {  // v2's logits bit for bit
             DeviceBuffer<float> v2(static_cast<size_t>(s * n_keys));
             cuda::indexer_logits_prefill({heads, f, st}, in.queries(), in.keys(), dks.get(), dke.get(), v2.get(),
                                          n_keys, Variant::v2);
@@ -379,7 +377,7 @@ TEST_CASE("prefill logits over ragged key ranges, empty ranges, extra columns an
   TallyBook book;
   for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8})
     for (ScoreStorage st : {ScoreStorage::bf16, ScoreStorage::fp32})
-      for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5}) {
+      for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4}) {
         const int64_t s = 9, n_keys = 2600, n_cols = 2700;  // past one 2048-key chunk of v2; 100 extra columns
         const auto c = Case::select(CaseId("prefill_ragged")
                                         .with("format", cuda::format_name(f))
@@ -410,7 +408,7 @@ TEST_CASE("prefill logits over ragged key ranges, empty ranges, extra columns an
           }
         check_logits(cmp, v, f, st, book, std::string("ragged ") + cuda::format_name(f) + " " + cuda::storage_name(st));
         CHECK(logits.damaged_guard_bytes() == 0);
-        if (v == Variant::v3 || v == Variant::v4 || v == Variant::v5) {  // v2's logits bit for bit
+        if (v == Variant::v3 || v == Variant::v4) {  // v2's logits bit for bit
           DeviceBuffer<float> v2(static_cast<size_t>(s * n_cols));
           cuda::indexer_logits_prefill({64, f, st}, in.queries(), in.keys(), dks.get(), dke.get(), v2.get(), n_cols,
                                        Variant::v2);
@@ -421,7 +419,7 @@ TEST_CASE("prefill logits over ragged key ranges, empty ranges, extra columns an
   MESSAGE(book.table());
 }
 
-TEST_CASE("prefill v3 to v5 over more work units than SMs equal v2 bit for bit and unaligned key codes are refused") {
+TEST_CASE("prefill v3 and v4 over more work units than SMs equal v2 bit for bit and unaligned key codes are refused") {
   TallyBook book;
   for (ScoreStorage st : {ScoreStorage::bf16, ScoreStorage::fp32}) {
     // 275 groups of 4 queries x 2 column chunks = 550 units: every CTA of the persistent grid (one an
@@ -461,7 +459,7 @@ TEST_CASE("prefill v3 to v5 over more work units than SMs equal v2 bit for bit a
       return logits.download();
     };
     const std::vector<float> v2 = run(Variant::v2, in.keys());
-    for (Variant v : {Variant::v3, Variant::v4, Variant::v5}) {
+    for (Variant v : {Variant::v3, Variant::v4}) {
       INFO(cuda::variant_name(v));
       const std::vector<float> got_v = run(v, in.keys());
       CHECK(cuda::testing::bitwise_differences(got_v, v2) == 0);
@@ -481,12 +479,12 @@ TEST_CASE("prefill v3 to v5 over more work units than SMs equal v2 bit for bit a
       check_logits(cmp, v, IndexerFormat::fp8, st, book,
                    std::string(cuda::variant_name(v)) + " units " + cuda::storage_name(st));
     }
-    // Key codes 4 bytes past a 16-byte boundary: v2 to v5 (16-byte copies, TMA) refuse them with
+    // Key codes 4 bytes past a 16-byte boundary: v2, v3 and v4 (16-byte copies, TMA) refuse them with
     // a clear error before any launch (they faulted with a misaligned address before that check).
     DeviceBuffer<uint8_t> shifted(in.k.codes.size() + 16);
     CUDA_CHECK(cudaMemcpy(shifted.get() + 4, in.k.codes.data(), in.k.codes.size(), cudaMemcpyHostToDevice));
     const cuda::DenseKeys unaligned{shifted.get() + 4, in.dk_scales.get(), in.k.count};
-    for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5})
+    for (Variant v : {Variant::v2, Variant::v3, Variant::v4})
       CHECK_THROWS_WITH_AS(run(v, unaligned), doctest::Contains("must be 16-byte aligned"), std::invalid_argument);
   }
   MESSAGE(book.table());
@@ -840,7 +838,7 @@ TEST_CASE("a logit whose 64 head terms are all -0 is +0 as the oracle's, in ever
     for (ScoreStorage st : {ScoreStorage::bf16, ScoreStorage::fp32}) {
       // Prefill against the oracle's indexer_scores: every key visible (ratio 1), 3 tiles of 128.
       const int64_t n_keys = 300;
-      for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5}) {
+      for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4}) {
         const auto c = Case::select(CaseId("zero_logit_sign_prefill")
                                         .with("format", cuda::format_name(f))
                                         .with("scores", cuda::storage_name(st))
@@ -915,9 +913,9 @@ TEST_CASE("a logit whose 64 head terms are all -0 is +0 as the oracle's, in ever
 
 // ---- invariances, edges, arguments ------------------------------------------------------------------
 
-TEST_CASE("v2 to v5 prefill logits are bitwise identical over 20 reruns and independent of batch neighbours") {
+TEST_CASE("v2, v3 and v4 prefill logits are bitwise identical over 20 reruns and independent of batch neighbours") {
   for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8})
-    for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5}) {
+    for (Variant v : {Variant::v2, Variant::v3, Variant::v4}) {
       const int64_t s = 13, n_keys = 700;
       const auto c = Case::select(CaseId("logits_reruns")
                                       .with("format", cuda::format_name(f))
@@ -1048,12 +1046,7 @@ TEST_CASE("zero-length calls: no queries, no keys, empty ranges and empty sequen
     pk.pool_pages = 1;
     pk.block_table = table.get();
     pk.table_stride = 1;
-    // Prefill has a v5, decode a v5 and a v6: the v4 round runs them too.
-    GuardedBuffer<float> logits_v5(3 * 40);
-    logits_v5.poison(0xFF);
-    if (v == Variant::v4)
-      cuda::indexer_logits_prefill({64, IndexerFormat::fp8, ScoreStorage::bf16}, in.queries(), in.keys(), zero.get(),
-                                   zero.get(), logits_v5.get(), 40, Variant::v5);
+    // Decode has a v5 and a v6 (prefill stops at v4): the v4 round runs them too.
     GuardedBuffer<float> decoded(3 * 70), decoded_v5(3 * 70), decoded_v6(3 * 70);
     decoded.poison(0xFF);
     decoded_v5.poison(0xFF);
@@ -1071,12 +1064,10 @@ TEST_CASE("zero-length calls: no queries, no keys, empty ranges and empty sequen
     for (float x : logits.download()) CHECK(x == -kInf);
     for (float x : decoded.download()) CHECK(x == -kInf);
     if (v == Variant::v4) {
-      for (float x : logits_v5.download()) CHECK(x == -kInf);
       for (float x : decoded_v5.download()) CHECK(x == -kInf);
       for (float x : decoded_v6.download()) CHECK(x == -kInf);
     }
     CHECK(logits.damaged_guard_bytes() == 0);
-    CHECK(logits_v5.damaged_guard_bytes() == 0);
     CHECK(decoded.damaged_guard_bytes() == 0);
     CHECK(decoded_v5.damaged_guard_bytes() == 0);
     CHECK(decoded_v6.damaged_guard_bytes() == 0);
@@ -1133,12 +1124,9 @@ TEST_CASE("bad arguments throw before anything is launched (indexer)") {
   CHECK_THROWS_AS(cuda::indexer_logits_prefill({4, IndexerFormat::fp8, ScoreStorage::bf16}, in.queries(), in.keys(),
                                                r.get(), r.get(), logits.get(), 4, Variant::v4),
                   std::invalid_argument);  // v4 needs 64 heads
-  CHECK_THROWS_AS(cuda::indexer_logits_prefill({4, IndexerFormat::fp8, ScoreStorage::bf16}, in.queries(), in.keys(),
-                                               r.get(), r.get(), logits.get(), 4, Variant::v5),
-                  std::invalid_argument);  // v5 needs 64 heads
   CHECK_THROWS_AS(cuda::indexer_logits_prefill({64, IndexerFormat::fp8, ScoreStorage::bf16}, in.queries(), in.keys(),
-                                               r.get(), r.get(), logits.get(), 4, Variant::v6),
-                  std::invalid_argument);  // prefill stops at v5
+                                               r.get(), r.get(), logits.get(), 4, Variant::v5),
+                  std::invalid_argument);  // prefill stops at v4
   cuda::PagedKeys pk;
   pk.format = IndexerFormat::fp8;  // the call computes FP4
   CHECK_THROWS_AS(cuda::indexer_logits_decode({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), pk, r.get(),
@@ -1207,7 +1195,7 @@ TEST_CASE("bad arguments throw before anything is launched (indexer)") {
                   std::invalid_argument);
 }
 
-TEST_CASE("sanitizer sweep: one small call of every indexer kernel and version (prefill v3 to v5, decode v3 to v6)") {
+TEST_CASE("sanitizer sweep: one small call of every indexer kernel and version (prefill v3, v4, decode v3 to v6)") {
   // Small on purpose: compute-sanitizer (memcheck, racecheck, initcheck) runs this case.
   const auto c = Case::select(CaseId("indexer_sanitizer_sweep"));
   if (!c) return;
@@ -1220,14 +1208,12 @@ TEST_CASE("sanitizer sweep: one small call of every indexer kernel and version (
       DeviceBuffer<float> logits(3 * 260);
       cuda::indexer_logits_prefill({64, f, ScoreStorage::bf16}, in.queries(), in.keys(), dks.get(), dke.get(),
                                    logits.get(), 260, v);
-      DeviceBuffer<float> logits_v3(3 * 260), logits_v4(3 * 260), logits_v5(3 * 260);
-      if (v == Variant::v2) {  // prefill v3 to v5 (FP8: the TMA kernels; FP4: v2 again)
+      DeviceBuffer<float> logits_v3(3 * 260), logits_v4(3 * 260);
+      if (v == Variant::v2) {  // prefill v3 and v4 (FP8: the TMA kernels; FP4: v2 again)
         cuda::indexer_logits_prefill({64, f, ScoreStorage::fp32}, in.queries(), in.keys(), dks.get(), dke.get(),
                                      logits_v3.get(), 260, Variant::v3);
         cuda::indexer_logits_prefill({64, f, ScoreStorage::fp32}, in.queries(), in.keys(), dks.get(), dke.get(),
                                      logits_v4.get(), 260, Variant::v4);
-        cuda::indexer_logits_prefill({64, f, ScoreStorage::fp32}, in.queries(), in.keys(), dks.get(), dke.get(),
-                                     logits_v5.get(), 260, Variant::v5);
       }
       // q path on the same tokens.
       std::vector<uint16_t> x(3 * 64 * 128, cuda::bf16_bits(0.5f)), wx(3 * 64, cuda::bf16_bits(1.0f));
@@ -1252,7 +1238,6 @@ TEST_CASE("sanitizer sweep: one small call of every indexer kernel and version (
       if (v == Variant::v2) {
         for (float x : logits_v3.download()) CHECK(!std::isnan(x));
         for (float x : logits_v4.download()) CHECK(!std::isnan(x));
-        for (float x : logits_v5.download()) CHECK(!std::isnan(x));
       }
     }
 }
