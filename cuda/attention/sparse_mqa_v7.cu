@@ -15,49 +15,22 @@
 
 #include <cmath>
 #include <cstdint>
-#include <stdexcept>
 
 #include "cuda/attention/kernel_params.cuh"
 #include "cuda/attention/launchers.h"
 #include "cuda/attention/split_combine.cuh"
 #include "cuda/attention/v4_pieces.cuh"
+#include "cuda/attention/v5_grid.cuh"
 #include "cuda/attention/v5_producer.cuh"
-#include "cuda/common/cuda_check.h"
 
 namespace dsv4::cuda::attention::detail {
 namespace {
 
 using namespace v3;
 using v5::Smem;
-
-// Register budgets (setmaxnreg): the producers hold addresses only (no loaded bytes), so both give
-// the consumers v4's prefill budget.
-constexpr int kProducerRegs = 88, kConsumerRegs = 208;
-static_assert(128 * kProducerRegs + 256 * kConsumerRegs <= 384 * 168,
-              "the warpgroups' registers fit what a 384-thread block is launched with (168 each)");
-// Ping-pong as v4 (named barriers kTurn + c), once for the whole CTA: consumer 1 arrives on kTurn
-// before its first block, consumer 0 syncs on it after its last one.
-constexpr int kTurn = 2;
-
-struct UnitRange {
-  int64_t row;
-  int head_base, split, begin, end;
-};
-
-template <class Params>
-__device__ UnitRange unit_range(const Params& p, int u, int splits) {
-  const v5::Unit w = v5::unit_of(u, p.n_heads / layout::kRows, splits);
-  const auto rs = p.row_slots(w.row);
-  const int n_blocks = (rs.total() + layout::kRows - 1) / layout::kRows;
-  const int per_split = (n_blocks + splits - 1) / splits;
-  UnitRange r;
-  r.row = w.row;
-  r.head_base = w.group * layout::kRows;
-  r.split = w.split;
-  r.begin = min(n_blocks, w.split * per_split);
-  r.end = min(n_blocks, r.begin + per_split);
-  return r;
-}
+using v5_grid::kTurn;
+using v5_grid::unit_range;
+using v5_grid::UnitRange;
 
 // One work unit u of a consumer warpgroup: v5's, with v7's QK, softmax step and P V.
 template <class Params, int kPlanes>
@@ -115,76 +88,15 @@ __device__ void consume_unit(const Params& p, const Smem& m, int u, int splits, 
 template <class Params, int kPlanes>
 __global__ void __launch_bounds__(kThreads, 1) sparse_mqa_v7_kernel(Params p, int splits, int units, SplitOut ws) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  const uint32_t raw = mma::smem_addr(smem_raw);
-  constexpr v5::Plan pl = v5::plan();
-  Smem m;
-  m.b.base = (raw + 1023u) & ~1023u;
-  m.b.ptr = smem_raw + (m.b.base - raw);
-  m.b.plan = v3::plan(0);  // q, k tiles as v3's; mask, full, empty moved to v5's plan below
-  m.b.plan.mask = pl.mask;
-  m.b.plan.full = pl.full;
-  m.b.plan.empty = pl.empty;
-  m.raw = m.b.base + pl.raw;
-  m.scales = m.b.base + pl.scales;
-  m.raw_ptr = m.b.ptr + pl.raw;
-  m.scales_ptr = m.b.ptr + pl.scales;
-  m.q_free = m.b.base + pl.q_free;
-
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      sm90::mbarrier_init(m.b.stage(s).full, 128);   // every producer thread
-      sm90::mbarrier_init(m.b.stage(s).empty, 256);  // every consumer thread
-    }
-    sm90::mbarrier_init(m.q_free, 256);  // every consumer thread, once per unit with blocks
-    sm90::fence_mbarrier_init();
-  }
-  __syncthreads();
-
-  uint32_t n = 0;  // blocks of this CTA so far (both sides count the same blocks)
-  if (threadIdx.x < 128) {
-    sm90::setmaxnreg_dec<kProducerRegs>();
-    uint32_t units_with_blocks = 0;
-    for (int u = static_cast<int>(blockIdx.x); u < units; u += static_cast<int>(gridDim.x)) {
-      const UnitRange r = unit_range(p, u, splits);
-      v5::produce_unit(p, m, r.row, p.q_row(r.row, r.head_base), r.begin, r.end, n, units_with_blocks);
-    }
-  } else {
-    sm90::setmaxnreg_inc<kConsumerRegs>();
-    const int c = static_cast<int>(threadIdx.x >> 7) - 1;
-    if (c == 1) sm90::named_barrier_arrive(kTurn, 256);
-    for (int u = static_cast<int>(blockIdx.x); u < units; u += static_cast<int>(gridDim.x))
-      consume_unit<Params, kPlanes>(p, m, u, splits, ws, n);
-    if (c == 0) sm90::named_barrier(kTurn, 256);  // consumer 1's last arrival
-  }
-}
-
-int sm_count() {
-  static const int sms = [] {
-    int device = 0, count = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    return count;
-  }();
-  return sms;
+  v5_grid::persistent_cta(p, splits, units, ws, smem_raw,
+                          [](const Params& pp, const Smem& m, int u, int sp, SplitOut w, uint32_t& n) {
+                            consume_unit<Params, kPlanes>(pp, m, u, sp, w, n);
+                          });
 }
 
 template <class Params, int kPlanes>
 void launch_kernel(const Params& p, int splits, SplitOut ws, cudaStream_t stream) {
-  auto* kernel = sparse_mqa_v7_kernel<Params, kPlanes>;
-  const uint32_t smem = v5::smem_request();
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-  CUDA_CHECK(attr);
-  const int64_t units = p.rows() * (p.n_heads / layout::kRows) * splits;
-  if (units == 0) return;
-  if (units > INT32_MAX) throw std::invalid_argument("sparse_mqa v7: more than 2^31 - 1 work units");
-  const int64_t grid = units < sm_count() ? units : sm_count();  // one CTA per SM (227 KiB each)
-  kernel<<<static_cast<unsigned>(grid), kThreads, smem, stream>>>(p, splits, static_cast<int>(units), ws);
-  CUDA_CHECK_LAUNCH();
-  if (splits > 1) {
-    split_combine_kernel<Params><<<static_cast<unsigned>(p.rows() * p.n_heads), 128, 0, stream>>>(p, splits, ws);
-    CUDA_CHECK_LAUNCH();
-  }
+  v5_grid::launch<Params, sparse_mqa_v7_kernel<Params, kPlanes>>(p, splits, ws, stream, "sparse_mqa v7");
 }
 
 }  // namespace
