@@ -159,7 +159,7 @@ TEST_CASE("variant floors: FP4 with the FP8 floor 1e-4 quantizes a tiny block on
   CHECK(big == big_variant);
 }
 
-TEST_CASE("variant RoPE: a shifted position is the rotation at t + shift; t - 1 at 0 rotates backwards") {
+TEST_CASE("variant RoPE: a shifted position is the rotation at t + shift, and t - 1 at 0 rotates backwards") {
   const ModelConfig cfg = ModelConfig::tiny();
   const PrecisionPolicy official = PrecisionPolicy::official();
   const RopeTable table = RopeTable::for_layer(cfg, 4, official);
@@ -211,7 +211,7 @@ TEST_CASE("variant RoPE: first dims and halves are the official rotation of perm
   }
 }
 
-TEST_CASE("variant ape shift: the compressor with ape[(t + 1) mod r] is the compressor with its ape rows rolled") {
+TEST_CASE("variant ape shift: the compressor with ape row (t + 1) mod r is the compressor with its ape rows rolled") {
   const ModelConfig cfg = ModelConfig::tiny();
   for (int ratio : {4, 128}) {
     CAPTURE(ratio);

@@ -35,7 +35,7 @@ TEST_CASE("round trip: ratios 0, 4, 128 over prefill, decode and chunked calls, 
   CHECK(read.config.name == "micro");
 }
 
-TEST_CASE("round trip: an HCA layer whose calls complete entries; gzip-compressed file") {
+TEST_CASE("round trip: an HCA layer whose calls complete entries, gzip-compressed file") {
   const Capture written = testing::synthetic_capture({128}, {{0, 130}, {130, 126}}, 1, 2);
   TempFile f("roundtrip-gzip");
   write_capture(f.path, written, {.compress = true});
@@ -62,7 +62,7 @@ TEST_CASE("round trip: the -inf of masked scores and empty state slots survive, 
   CHECK(std::signbit(back.values[1]));
 }
 
-TEST_CASE("writer: atomic; a failed write leaves the old file and no temporary") {
+TEST_CASE("writer: atomic, a failed write leaves the old file and no temporary") {
   TempFile f("atomic");
   std::ofstream(f.path) << "old contents";
   Capture c = testing::synthetic_capture({0}, {{0, 4}}, 1, 4);
@@ -77,7 +77,7 @@ TEST_CASE("writer: atomic; a failed write leaves the old file and no temporary")
   CHECK_THROWS_AS(write_capture("/nonexistent/dir/c.h5", c), hdf5::Error);
 }
 
-TEST_CASE("reader notes: unknown members are ignored and listed; gaps between calls are noted") {
+TEST_CASE("reader notes: unknown members are ignored and listed, gaps between calls are noted") {
   Capture c = testing::synthetic_capture({0}, {{0, 4}, {9, 1}}, 1, 5);
   TempFile f("notes");
   write_capture(f.path, c);
@@ -102,7 +102,7 @@ TEST_CASE("reader notes: unknown members are ignored and listed; gaps between ca
   CHECK_FALSE(read.layers.at(0).calls[0].has("foo"));
 }
 
-TEST_CASE("tensor conversion: [b, s, H, d] <-> b matrices [s, H*d], element by element") {
+TEST_CASE("tensor conversion: (b, s, H, d) <-> b matrices (s, H*d), element by element") {
   const int64_t b = 2, s = 3, H = 4, d = 5;
   Tensor q;
   q.shape = {b, s, H, d};

@@ -338,7 +338,7 @@ TEST_CASE("the console prints one line per stage and the command that replays ex
   CHECK(r.out.find("L0 c6 out") == std::string::npos);
 }
 
-TEST_CASE("--stage with a stage's name selects that stage alone; anything else is a regex") {
+TEST_CASE("--stage with a stage's name selects that stage alone, anything else is a regex") {
   testing::ScratchDir dir("cli_stage");
   const fs::path report = dir.path() / "r.json";
   REQUIRE(run({"replay", kSynthR4.string(), "--call", "0", "--stage", "q", "--json", report.string()}).status == 0);

@@ -201,7 +201,7 @@ TEST_CASE("rounded bf16: every value one step high fails on its direction even w
             .rounding->unexplained > 200);
 }
 
-TEST_CASE("rounded FP8 blocks: truncation, skipped quantization and UE8M0 floor fail; in-bound flips pass") {
+TEST_CASE("rounded FP8 blocks: truncation, skipped quantization and UE8M0 floor fail, in-bound flips pass") {
   // Rows of 128: dims [0, 64) one e4m3 block of 64 (UE8M0), dims [64, 128) bf16 (kv's layout at
   // the tiny dims). 16 rows of bf16 values with row scales from 2^-3 to 2^3.
   const ref::BlockFormat fp8 = ref::BlockFormat::fp8_kv();

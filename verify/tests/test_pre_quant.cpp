@@ -83,7 +83,7 @@ TEST_CASE("pre-quantization: the oracle's final rounding of the captured value i
   CHECK(checked > 10);
 }
 
-TEST_CASE("pre-quantization: write, read back bit for bit; a wrong shape or ratio is refused, naming the dataset") {
+TEST_CASE("pre-quantization: write, read back bit for bit, a wrong shape or ratio is refused, naming the dataset") {
   const Capture c = synth(true);
   TempFile file("pre-quant");
   write_capture(file.path, c);

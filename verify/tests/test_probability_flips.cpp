@@ -185,7 +185,7 @@ TEST_CASE("probability flips: the oracle's output is the same with its softmax k
     }
 }
 
-TEST_CASE("probability flips: fp32 producers of DeepSeek's convention pass; fp32 probabilities fail") {
+TEST_CASE("probability flips: fp32 producers of DeepSeek's convention pass, fp32 probabilities fail") {
   int64_t eligible = 0, keys = 0, differing = 0, bug_unexplained = 0;
   double max_reach = 0;
   for (uint64_t seed : {1, 2, 3}) {

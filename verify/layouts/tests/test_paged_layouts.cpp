@@ -104,7 +104,7 @@ TEST_CASE("DeepGEMM FP4 indexer cache: e2m1 pairs low nibble first, 4 UE8M0 byte
   CHECK(layouts::encode_values(l, values) == pool);
 }
 
-TEST_CASE("FlashMLA V3.2: 656 B per token, [512 e4m3 | 4 fp32 scales | 64 bf16] interleaved") {
+TEST_CASE("FlashMLA V3.2: 656 B per token, (512 e4m3 | 4 fp32 scales | 64 bf16) interleaved") {
   const layouts::PagedLayout l = layouts::flashmla_v32(64);
   CHECK(l.token_bytes() == 656);
   CHECK(l.page_bytes() == 64 * 656);
