@@ -8,6 +8,12 @@
 
 namespace dsv4::cuda {
 
+// The shared-memory (shared::cta) address of a generic pointer into shared memory, as the functions
+// below (and the TMA and wgmma descriptors) take it.
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
 // `bar`: the shared-memory (shared::cta) address of a 64-bit mbarrier, 8-byte aligned.
 __device__ __forceinline__ void mbarrier_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");

@@ -99,8 +99,6 @@ struct Config {
   static_assert(kInFlight >= 2, "decode v4: the ring must keep at least 2 tiles in flight");
 };
 
-__device__ inline uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-
 // The producer's copies of keys [first_key, +64) of the sequence (those < len; zeros for the
 // others) into one stage: codes (FP8: the tile layout; FP4: row-major) and scale words.
 template <IndexerFormat F, IndexerCacheLayout L>

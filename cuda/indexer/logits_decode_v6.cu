@@ -76,24 +76,6 @@ struct Config {
   static_assert(kStages > kConsumers + 1, "decode v6: the ring must hold more tiles than the consumers");
 };
 
-__device__ inline uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-
-// The folded weights w'_h of this thread's two accumulator rows, as build_query (logits_tile.cuh)
-// returns them, for the consumers that do not build the operand.
-template <IndexerFormat F>
-__device__ inline void query_row_weights(const uint8_t* scales, const float* weights, int t, float (&row_weights)[2]) {
-  const int warp = (t / 32) % 4, lane = t % 32;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = 16 * warp + lane / 4 + 8 * r;
-    const uint8_t* sc = scales + row * kIndexerScaleBytes;
-    int e = ue8m0_exponent(sc[0]);
-    if constexpr (F == IndexerFormat::fp4)
-      for (int b = 1; b < 4; ++b) e = max(e, ue8m0_exponent(sc[b]));
-    row_weights[r] = weights[row] * pow2f(e);
-  }
-}
-
 // The producer warp: tiles [0, n_tiles) of the chunk into the ring, in order; lane `lane` issues the
 // copies of tiles lane, lane + 32, ... (the pages hold a multiple of 64 keys: a tile is one page's
 // slots [slot, slot + n_valid)). At the start of each window of 32 tiles every lane works out its

@@ -69,6 +69,24 @@ __device__ inline void group_barrier(int g) {
 
 // ---- the query operand ----------------------------------------------------------------------------
 
+// The folded weight w'_h = w_h 2^(e_h) of this thread's two accumulator rows (row_weights[r] for row
+// 16 warp + lane / 4 + 8 r of warpgroup thread t): the query's scale exponent (FP4: the largest of
+// its four blocks') folded into the head weight. Exact: a power of two (e in [-126, 127] for these
+// rules). build_query returns them; decode v6's consumers that do not build the operand call it.
+template <IndexerFormat F>
+__device__ inline void query_row_weights(const uint8_t* scales, const float* weights, int t, float (&row_weights)[2]) {
+  const int warp = (t / 32) % 4, lane = t % 32;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = 16 * warp + lane / 4 + 8 * r;
+    const uint8_t* sc = scales + row * kIndexerScaleBytes;
+    int e = ue8m0_exponent(sc[0]);
+    if constexpr (F == IndexerFormat::fp4)
+      for (int b = 1; b < 4; ++b) e = max(e, ue8m0_exponent(sc[b]));
+    row_weights[r] = weights[row] * pow2f(e);
+  }
+}
+
 // Builds the A operand of one query in `a_tile` (kQBytes, tile layout of 64 rows) from its codes
 // [64][code_bytes] and UE8M0 scale bytes [64][4], by the 128 threads of its warpgroup (thread t:
 // head t / 2, dims 64 (t % 2) .. +63), and returns the folded weight w'_h of this thread's two
@@ -115,16 +133,7 @@ __device__ inline void build_query(uint8_t* a_tile, const uint8_t* codes, const 
       *reinterpret_cast<uint4*>(a_tile + wgmma::tile_offset(kHeads, h, k_byte)) = out;
     }
   }
-  const int warp = (t / 32) % 4, lane = t % 32;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = 16 * warp + lane / 4 + 8 * r;
-    const uint8_t* sc = scales + row * kIndexerScaleBytes;
-    int e = ue8m0_exponent(sc[0]);
-    if constexpr (F == IndexerFormat::fp4)
-      for (int b = 1; b < 4; ++b) e = max(e, ue8m0_exponent(sc[b]));
-    row_weights[r] = weights[row] * pow2f(e);  // exact: a power of two (e in [-126, 127] for these rules)
-  }
+  query_row_weights<F>(scales, weights, t, row_weights);
 }
 
 // ---- the FP4 B operand ----------------------------------------------------------------------------

@@ -32,8 +32,6 @@ struct PrefillArgs {
   int64_t n_cols;
 };
 
-__device__ inline uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
-
 // Unit u with its key range (the union of its queries' ranges).
 __device__ inline prefill_v3::Unit unit_with_range(const prefill_v3::Schedule& sched, const PrefillArgs& a, int u) {
   int64_t lo, hi;
