@@ -7,7 +7,7 @@
 //     rescale ex2.approx of the difference; the max logit written is scale times the raw max (v5's
 //     value, bit for bit), the lse that max plus log of the base-2 sum;
 //   - the wgmma descriptors of QK and P V are computed once per block from the tiles' addresses and
-//     stepped by constants in their low word (qk_block_all_stepped, pv_block_regs_stepped): the same
+//     stepped by constants in their low word (qk_block_all and pv_block_regs with kStepped): the same
 //     wgmmas on the same operands as v5's; the probabilities packed to bf16 by one cvt per pair (the
 //     same bits as v5's integer rounding).
 // v7's outputs are not v5's bits (another exp); the oracle's bounds decide (docs/cuda-attention.md, v7).
@@ -59,10 +59,10 @@ __device__ void consume_unit(const Params& p, const Smem& m, int u, int splits, 
     }
     float s_acc[32];
     sm90::named_barrier(kTurn + c, 256);  // the other consumer has issued its previous QK
-    v4::qk_block_all_stepped(m.b.base + m.b.plan.q, st.tile, s_acc, kTurn + (c ^ 1));
+    v4::qk_block_all<true>(m.b.base + m.b.plan.q, st.tile, s_acc, kTurn + (c ^ 1));
     if (last) sm90::mbarrier_arrive(m.q_free);  // this unit's q is read: the producer may load the next
     v4::softmax_block_exp2(s_acc, valid, scale_log2, t, m_raw, mc, l_run, o);
-    v4::pv_block_regs_stepped<kPlanes>(s_acc, st.tile, c, o);
+    v4::pv_block_regs<kPlanes, true>(s_acc, st.tile, c, o);
     sm90::mbarrier_arrive(st.empty);
   }
 
