@@ -132,11 +132,13 @@ __device__ inline ChunkTiles chunk_tiles(int64_t len, int64_t n_cols) {
 }
 
 // -inf into the chunk's columns below n_cols in the tiles that hold no key (from max(last, begin)
-// to end), by threads t < kTileKeys of a one-warpgroup kernel (v2, v3), a column a tile each.
-__device__ inline void write_keyless_tiles(float* out_row, const ChunkTiles& chunk, int64_t n_cols, int t) {
-  for (int64_t tile = max(chunk.last, chunk.begin); tile < chunk.end; ++tile) {
-    const int64_t col = tile * kTileKeys + t;
-    if (t < kTileKeys && col < n_cols) out_row[col] = -INFINITY;
+// to end), by the `threads` threads of the CTA (thread t), a column at a time.
+__device__ inline void write_keyless_tiles(float* out_row, const ChunkTiles& chunk, int64_t n_cols, int t,
+                                           int threads) {
+  const int64_t first_empty = max(chunk.last, chunk.begin);
+  for (int64_t i = t; i < (chunk.end - first_empty) * kTileKeys; i += threads) {
+    const int64_t col = first_empty * kTileKeys + i;
+    if (col < n_cols) out_row[col] = -INFINITY;
   }
 }
 

@@ -283,14 +283,7 @@ __device__ inline void decode_chunk(const DecodeArgs& a) {
   const int64_t b = blockIdx.x;
   const int64_t len = a.context_lens[b];
   const ChunkTiles chunk = chunk_tiles(len, a.n_cols);
-  {
-    const int64_t first_empty = max(chunk.last, chunk.begin);  // tiles [first_empty, chunk.end): -inf
-    float* const out_row = a.logits + b * a.n_cols;
-    for (int64_t i = t; i < (chunk.end - first_empty) * kTileKeys; i += C::kThreads) {
-      const int64_t col = first_empty * kTileKeys + i;
-      if (col < a.n_cols) out_row[col] = -INFINITY;
-    }
-  }
+  write_keyless_tiles(a.logits + b * a.n_cols, chunk, a.n_cols, t, C::kThreads);
   const int n_tiles = static_cast<int>(chunk.last - chunk.begin);
   if (n_tiles <= 0) return;  // uniform across the CTA
 
