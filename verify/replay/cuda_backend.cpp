@@ -4,7 +4,7 @@
 // of cuda/attention through theirs (cuda/attention/attention_mirror.h). The sparse MQA runs as an
 // engine runs it: a decode call reads the sequence's cache encoded into FlashMLA's MODEL1 pages
 // (verify/layouts) with FlashMLA's two index lists; prefill and chunked calls read the call's kv rows
-// as bf16 (v5 on Hopper, else v2, at head_dim 512 with heads in groups of 64; v1 otherwise, e.g. the
+// as bf16 (v7 on Hopper, else v2, at head_dim 512 with heads in groups of 64; v1 otherwise, e.g. the
 // tiny config's head_dim 128). The indexer (indexer/q, indexer/weights, indexer/scores) and the key lists
 // (indexer/topk, topk_idxs) on the kernels of cuda/indexer and cuda/topk through theirs
 // (cuda/indexer/oracle_mirror.h: the q path after the oracle's wq_b projection, the head weights
@@ -201,11 +201,11 @@ std::unique_ptr<ref::StageProvider> make_cuda_backend(const std::string& precisi
     throw BackendUnavailable("cuda backend: the kernels implement the official precision only, the replay asks for '" +
                              precision + "'");
   }
-  // The attention's fastest kernel on this device: v5 (needs Hopper, sm_90a; run N, 2026-12-02).
+  // The attention's fastest kernel on this device: v7 (needs Hopper, sm_90a; run Q, 2026-12-02).
   int major = 0, minor = 0;
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0);
-  return std::make_unique<CudaBackend>(major == 9 && minor == 0 ? cuda::Variant::v5 : cuda::Variant::v2);
+  return std::make_unique<CudaBackend>(major == 9 && minor == 0 ? cuda::Variant::v7 : cuda::Variant::v2);
 }
 #else
 std::unique_ptr<ref::StageProvider> make_cuda_backend(const std::string&) {
