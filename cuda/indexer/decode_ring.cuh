@@ -186,8 +186,9 @@ __device__ inline void consume_unit(typename Config<F, S>::Smem& sm, const Decod
   using C = Config<F, S>;
   float* const out_row = a.logits + b * a.n_cols;
   const int lane = tg % 32;
-  for (int j = j_own; j < n_tiles; j += kConsumers) {
-    const int n = n_first + j;
+  // Over the CTA's tile index n: the unit's tile n - n_first is column tile first_tile + n.
+  const int64_t first_tile = chunk_begin - n_first;
+  for (int n = n_first + j_own; n < n_first + n_tiles; n += kConsumers) {
     const int st = n % C::kStages;
     // The operand's address, opaque to the compiler each tile: with the constant one, ptxas kept more
     // values live across the loop and spilled 8 bytes (FP8 bf16 scores, at the 72-register cap).
@@ -195,7 +196,7 @@ __device__ inline void consume_unit(typename Config<F, S>::Smem& sm, const Decod
     asm volatile("" : "+l"(a_tile));
     mbarrier_wait(smem_addr(&sm.full[st]), static_cast<uint32_t>(n / C::kStages) & 1);
     score_tile<F, S, StagedCodes::rows>(a_tile, sm.stage_codes[st], sm.stage_scales[st], sm.scratch[g], row_weights,
-                                        out_row, (chunk_begin + j) * kTileKeys, len, a.n_cols, tg, g, [&] {
+                                        out_row, (first_tile + n) * kTileKeys, len, a.n_cols, tg, g, [&] {
                                           __syncwarp();
                                           if (lane == 0)
                                             mbarrier_arrive(smem_addr(&sm.empty[st]));  // this warp's reads are done
