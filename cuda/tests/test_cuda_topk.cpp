@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -30,6 +31,7 @@
 #include "cuda/tests/harness.h"
 #include "cuda/topk/topk_api.h"
 #include "cuda/topk/topk_keys.cuh"
+#include "cuda/topk/topk_probes.h"
 #include "cuda/topk/topk_v3_plan.h"
 #include "reference/stages/index_lists.h"
 #include "reference/stages/topk.h"
@@ -385,6 +387,112 @@ TEST_CASE("top-k v5: the k-th key's bin ranked directly up to 128 keys, pass 2 p
         CHECK(d.out_of_range == 0);
       }
     }
+}
+
+// Where v5's time goes (docs/cuda-indexer.md, "Top-k v5 phase stamps"): the benchmark's two k-512
+// shapes (TopK/v5/b1/n262144/k512, b128/n16384/k512) on its kind of scores (uniform in [-1, 1), from
+// the case's generator), 2 warm-up calls, then 20 calls of the stamped instantiation one at a time.
+// A table a shape, a row a stamp reached: "cycles" = clock64 since the CTA's previous stamp reached
+// (median over CTAs and calls; "max CTA": the median over calls of the slowest CTA's), "since
+// entry" = clock64 since the CTA's own entry, "ns" = %globaltimer since the call's earliest entry
+// (median; "max CTA" as above). Checked: the stamped picks are production v5's, every CTA stamps
+// entry and exit, each CTA's stamps increase in kernel order.
+TEST_CASE("top-k v5 phase stamps: a table of its phases at 262144 x 1 and 16384 x 128, k 512") {
+  namespace tp = cuda::topk_probes;
+  constexpr int kWarmup = 2, kCalls = 20, k = 512;
+  for (const auto& [rows, n] : {std::pair<int64_t, int64_t>{1, 262144}, std::pair<int64_t, int64_t>{128, 16384}}) {
+    const auto c = Case::select(CaseId("topk_v5_stamps").with("rows", rows).with("n", n));
+    if (!c) continue;
+    INFO(c->reproduce());
+    std::mt19937_64 gen = c->rng();
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> host(static_cast<size_t>(rows * n));
+    for (float& x : host) x = u(gen);
+    const DeviceBuffer<float> scores(host);
+    const DeviceBuffer<int32_t> lens(std::vector<int32_t>(static_cast<size_t>(rows), static_cast<int32_t>(n)));
+    DeviceBuffer<int32_t> out(static_cast<size_t>(rows * k)), want(static_cast<size_t>(rows * k));
+    cuda::topk(rows, scores.get(), n, lens.get(), n, k, 0, want.get(), Variant::v5);
+    // stamps[call][cta][s][clock64, globaltimer]
+    std::vector<std::vector<uint64_t>> calls;
+    int cluster = 0;
+    for (int call = 0; call < kWarmup + kCalls; ++call) {
+      DeviceBuffer<uint64_t> stamps(static_cast<size_t>(rows) * 16 * tp::kV5Stamps * 2);  // cluster <= 16
+      CUDA_CHECK(cudaMemset(stamps.get(), 0, stamps.size() * sizeof(uint64_t)));
+      cluster = tp::topk_v5_stamped(rows, scores.get(), n, lens.get(), n, k, out.get(), stamps.get());
+      CUDA_CHECK(cudaDeviceSynchronize());
+      if (call >= kWarmup) calls.push_back(stamps.download());
+    }
+    CHECK(out.download() == want.download());
+    const int64_t ctas = rows * cluster;
+    auto at = [&](const std::vector<uint64_t>& st, int64_t b, int s, int which) {
+      return st[static_cast<size_t>((b * tp::kV5Stamps + s) * 2 + which)];
+    };
+    auto median = [](std::vector<double> v) {
+      if (v.empty()) return 0.0;
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    // Per stamp: samples over CTAs and calls, and per call the slowest CTA's.
+    std::vector<std::vector<double>> d_cyc(tp::kV5Stamps), entry_cyc(tp::kV5Stamps), ns(tp::kV5Stamps),
+        max_d_cyc(tp::kV5Stamps), max_ns(tp::kV5Stamps);
+    std::vector<double> kernel_cyc, kernel_ns;
+    double ns_step = 0;  // the smallest nonzero globaltimer step between two stamps of a CTA
+    int64_t bad_order = 0, missing = 0;
+    for (const std::vector<uint64_t>& st : calls) {
+      uint64_t start = ~0ull, end = 0;
+      for (int64_t b = 0; b < ctas; ++b) {
+        missing += at(st, b, tp::kEntry, 0) == 0 || at(st, b, tp::kExit, 0) == 0;
+        start = std::min(start, at(st, b, tp::kEntry, 1));
+        end = std::max(end, at(st, b, tp::kExit, 1));
+      }
+      kernel_ns.push_back(static_cast<double>(end - start));
+      std::vector<double> call_max_d(tp::kV5Stamps, -1), call_max_ns(tp::kV5Stamps, -1);
+      for (int64_t b = 0; b < ctas; ++b) {
+        int prev = -1;
+        for (int s = 0; s < tp::kV5Stamps; ++s) {
+          if (at(st, b, s, 0) == 0) continue;
+          const double ns_since = static_cast<double>(at(st, b, s, 1) - start);
+          if (prev >= 0) {
+            bad_order += at(st, b, s, 0) < at(st, b, prev, 0);
+            const double d = static_cast<double>(at(st, b, s, 0) - at(st, b, prev, 0));
+            d_cyc[s].push_back(d);
+            call_max_d[s] = std::max(call_max_d[s], d);
+            const double step = static_cast<double>(at(st, b, s, 1) - at(st, b, prev, 1));
+            if (step > 0 && (ns_step == 0 || step < ns_step)) ns_step = step;
+          }
+          entry_cyc[s].push_back(static_cast<double>(at(st, b, s, 0) - at(st, b, tp::kEntry, 0)));
+          ns[s].push_back(ns_since);
+          call_max_ns[s] = std::max(call_max_ns[s], ns_since);
+          prev = s;
+        }
+        if (b % cluster == 0)
+          kernel_cyc.push_back(static_cast<double>(at(st, b, tp::kExit, 0) - at(st, b, tp::kEntry, 0)));
+      }
+      for (int s = 0; s < tp::kV5Stamps; ++s) {
+        if (call_max_d[s] >= 0) max_d_cyc[s].push_back(call_max_d[s]);
+        if (call_max_ns[s] >= 0) max_ns[s].push_back(call_max_ns[s]);
+      }
+    }
+    CHECK(missing == 0);
+    CHECK(bad_order == 0);
+    std::string table = "top-k v5 phase stamps, " + std::to_string(n) + " x " + std::to_string(rows) + ", k " +
+                        std::to_string(k) + ": " + std::to_string(cluster) + " CTAs a row, " + std::to_string(kCalls) +
+                        " calls; kernel (CTA 0 entry to exit) " + std::to_string(median(kernel_cyc)) +
+                        " cycles; call span (earliest entry to last exit) " + std::to_string(median(kernel_ns)) +
+                        " ns; globaltimer step >= " + std::to_string(ns_step) + " ns\n";
+    char line[256];
+    std::snprintf(line, sizeof(line), "%-16s %6s %9s %9s %11s %9s %9s\n", "stamp", "CTAs", "cycles", "max CTA",
+                  "since entry", "ns", "max CTA");
+    table += line;
+    for (int s = 0; s < tp::kV5Stamps; ++s) {
+      if (ns[s].empty()) continue;
+      std::snprintf(line, sizeof(line), "%-16s %6zu %9.0f %9.0f %11.0f %9.0f %9.0f\n", tp::v5_stamp_name(s),
+                    ns[s].size() / calls.size(), median(d_cyc[s]), median(max_d_cyc[s]), median(entry_cyc[s]),
+                    median(ns[s]), median(max_ns[s]));
+      table += line;
+    }
+    MESSAGE(table);
+  }
 }
 
 TEST_CASE("the oracle-typed topk_indices wrapper equals the oracle") {

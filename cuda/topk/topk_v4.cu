@@ -26,6 +26,7 @@
 #include "cuda/topk/topk_cluster.cuh"
 #include "cuda/topk/topk_keys.cuh"
 #include "cuda/topk/topk_launch.h"
+#include "cuda/topk/topk_picks.cuh"
 #include "cuda/topk/topk_v3_plan.h"
 
 namespace cg = cooperative_groups;
@@ -125,94 +126,15 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v4_kernel(const TopkArgs a) 
     mask |= static_cast<uint32_t>(bins - 1) << shift;
   }
   // Unless take_all: prefix is the k-th key K (visible, so not 0); pick every key > K and the `need`
-  // lowest-indexed keys == K. This CTA's keys == K: bin `digit` of its last histogram; the lower
-  // ranks' ones come first (lane r of every warp reads rank r's). Nobody writes a histogram after
-  // the last pass.
-  int tie_take = 0, tie_mine = 0;
-  if (!take_all) {
-    unsigned* last = pass_hist(kPasses - 1);
-    const unsigned theirs = lane < rank ? cluster.map_shared_rank(last, lane)[digit] : 0u;
-    const int before = static_cast<int>(__reduce_add_sync(kFull, theirs));
-    tie_mine = static_cast<int>(last[digit]);
-    tie_take = need - before < 0 ? 0 : (need - before > tie_mine ? tie_mine : need - before);
-  }
-  const bool ties_partial = tie_take > 0 && tie_take < tie_mine;  // uniform in the CTA
-  int* count0 = cluster.map_shared_rank(&sm.n_picks, 0);
-  uint64_t* picks0 = cluster.map_shared_rank(sm.picks, 0);
-  // Reserves CTA 0's slots for a warp's picks (pick: this lane's) and returns this lane's.
-  auto reserve = [&](int picks_before, int picks_in_warp) {
-    int slot = 0;
-    if (lane == 0) slot = atomicAdd(count0, picks_in_warp);
-    return __shfl_sync(kFull, slot, 0) + picks_before;
-  };
-  if (resident && !take_all && !ties_partial) {
-    // Every key > K and, where this CTA takes its ties, every key == K: all in the collected list.
-    const bool ties_taken = tie_take == tie_mine;
-    for (int q0 = 32 * warp; q0 < n_collected; q0 += kThreads) {
-      const int q = q0 + lane;
-      const int o = q < n_collected ? sm.candidates[q] : 0;
-      const uint32_t key = q < n_collected ? sm.keys[o] : 0u;
-      const bool pick = key > prefix || (ties_taken && key == prefix);
-      const unsigned picked = __ballot_sync(kFull, pick);
-      if (picked == 0) continue;
-      const int slot = reserve(__popc(picked & below), __popc(picked));
-      if (pick) picks0[slot] = composite(key, slice_lo + static_cast<uint32_t>(o));
-    }
-  } else {
-    // The slice in index order (ranks, warps, chunks and lanes hold increasing indices): the ties
-    // of a partial share are taken by their rank among this CTA's.
-    int tie_rank = 0;  // keys == K before this lane's chunk in this CTA (partial only)
-    if (ties_partial) {
-      unsigned mine = 0;
-      for (int o = w_lo; o < w_hi; o += kChunk) {
-        const Keys4 r = keys.at(o);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) mine += r.k[j] == prefix;
-      }
-      mine = __reduce_add_sync(kFull, mine);
-      if (lane == 0) sm.warp_ties[warp] = static_cast<int>(mine);
-      __syncthreads();
-      for (int w = 0; w < warp; ++w) tie_rank += sm.warp_ties[w];
-    }
-    const uint32_t least = take_all ? 1u : prefix;  // a chunk without a key >= least holds no pick and no tie
-    for (int o = w_lo; o < w_hi; o += kChunk) {
-      const Keys4 r = keys.at(o);
-      if (!__any_sync(kFull, r.k[0] >= least || r.k[1] >= least || r.k[2] >= least || r.k[3] >= least)) continue;
-      bool pick[4];
-      if (!ties_partial) {
-        const bool ties_taken = !take_all && tie_take == tie_mine;
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          pick[j] = take_all ? r.k[j] != 0 : r.k[j] > prefix || (ties_taken && r.k[j] == prefix);
-      } else {
-        pick_with_partial_ties(r, prefix, tie_take, below, lane, tie_rank, pick);
-      }
-      int picks_before = 0, picks_in_chunk = 0;
-      count_picks(pick, below, picks_before, picks_in_chunk);
-      if (picks_in_chunk == 0) continue;
-      int slot = reserve(picks_before, picks_in_chunk);
-      const uint32_t i = slice_lo + static_cast<uint32_t>(o + 4 * lane);
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        if (pick[j]) picks0[slot++] = composite(r.k[j], i + j);
-    }
-  }
+  // lowest-indexed keys == K (the ties counted in the last pass's histogram).
+  const KthKey kth{prefix, prefix, need, digit, take_all, false};
+  pick_into_cta0<false>(sm, cluster, kth, pass_hist(kPasses - 1), keys, n_collected, slice_lo, rank, w_lo, w_hi, warp,
+                        lane, below);
   cluster.sync();  // every pick is in CTA 0's list; no CTA touches another's memory after this
   if (rank != 0) return;
   const int n = sm.n_picks;
   int32_t* out = a.out + static_cast<int64_t>(blockIdx.x / c) * a.k;
-  for (int col = n + t; col < a.k; col += kThreads) out[col] = -1;
-  if (n <= 512) {
-    sort_by_runs(sm.picks, n, out, a.offset);
-    return;
-  }
-  uint64_t sorted[2];
-  sort_descending(sm.picks, n, sorted);
-#pragma unroll
-  for (int e = 0; e < 2; ++e) {
-    const int col = t + kThreads * e;
-    if (col < n) out[col] = static_cast<int32_t>(composite_index(sorted[e])) + a.offset;
-  }
+  write_sorted_picks(sm.picks, n, out, a.k, a.offset);
 }
 
 }  // namespace

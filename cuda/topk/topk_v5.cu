@@ -48,6 +48,8 @@
 #include "cuda/topk/topk_cluster.cuh"
 #include "cuda/topk/topk_keys.cuh"
 #include "cuda/topk/topk_launch.h"
+#include "cuda/topk/topk_picks.cuh"
+#include "cuda/topk/topk_probes.h"
 #include "cuda/topk/topk_v3_plan.h"
 
 namespace cg = cooperative_groups;
@@ -139,7 +141,33 @@ __device__ inline ClusterDigit cluster_find_digit(unsigned segments_base, unsign
   return {__shfl_sync(kFull, digit, at), __shfl_sync(kFull, above, at), total, __shfl_sync(kFull, bin, at)};
 }
 
+// The stamped instantiation's stamps (topk_probes.h): set by topk_v5_stamped before its launch; a
+// global, not a kernel argument, so that the production instantiation keeps its arguments and code.
+__device__ uint64_t* v5_stamps;
+
+// Thread 0's stamp s of this CTA where kStamped (else nothing): clock64 for the cycles between two
+// stamps of one CTA (the SM's counter, not comparable across SMs), %globaltimer for the order of
+// the CTAs' stamps (one clock for the GPU, in ns). Volatile with a memory clobber: kept in place
+// among the kernel's memory operations and barriers.
+template <bool kStamped>
+__device__ __forceinline__ void stamp(int s) {
+  if constexpr (kStamped) {
+    if (threadIdx.x == 0) {
+      uint64_t cycles, ns;
+      asm volatile("mov.u64 %0, %%clock64;" : "=l"(cycles)::"memory");
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns)::"memory");
+      uint64_t* at = v5_stamps + 2 * (static_cast<uint64_t>(blockIdx.x) * topk_probes::kV5Stamps + s);
+      at[0] = cycles;
+      at[1] = ns;
+    }
+  }
+}
+
+// kStamped: the probe's instantiation (topk_v5_stamped), stamping each phase boundary; the
+// production one (false) compiles to the code it had without stamps.
+template <bool kStamped>
 __global__ void __launch_bounds__(kThreads, 1) topk_v5_kernel(const TopkArgs a) {
+  stamp<kStamped>(topk_probes::kEntry);
   extern __shared__ __align__(16) uint8_t smem_raw[];
   SmemV5& sm = *reinterpret_cast<SmemV5*>(smem_raw);
   cg::cluster_group cluster = cg::this_cluster();
@@ -160,12 +188,14 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v5_kernel(const TopkArgs a) 
     sm.n_boundary = 0;
   }
   __syncthreads();
+  stamp<kStamped>(topk_probes::kCleared);
   if (resident) {  // pass 0's count as the chunks land
     const PassDigit pass0{0u, 0u, digit_shift(0), static_cast<uint32_t>(digit_bins(0) - 1)};
     const unsigned hist_base = shared_address(sm.hist);
     load_resident_slice(slice, static_cast<int>(s.hi - s.lo), sm.keys, t,
                         [&](const Keys4& r) { count_chunk(hist_base, pass0, r, lane); });
   }
+  stamp<kStamped>(topk_probes::kLoaded);
   // This warp's segment as offsets into the slice: [w_lo, w_hi), whole chunks but the last.
   const int w_lo = static_cast<int>(warp_begin(s, warp) - s.lo), w_hi = static_cast<int>(warp_end(s, warp) - s.lo);
   // The keys of this lane in the chunk at slice offset o (0 past the warp's segment): keys.at(o).
@@ -189,6 +219,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v5_kernel(const TopkArgs a) 
     // each warp publishes its bins' total, one cluster barrier, and warp 0 searches the sum of the
     // CTAs' counts and hands the digit out (the protocol: the file comment).
     __syncthreads();
+    stamp<kStamped>(topk_probes::kCount0 + 3 * p);
     DigitFound found;
     int bin = 0;  // the row's keys in the digit's bin
     if (c == 1) {
@@ -198,12 +229,14 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v5_kernel(const TopkArgs a) 
         for (int b = t; b < digit_bins(2); b += kThreads) sm.hist[0][b] = 0;
       found = find_digit(hist, bins, need, sm.scratch);
       bin = static_cast<int>(hist[found.digit]);
+      stamp<kStamped>(topk_probes::kSearch0 + 3 * p);
     } else {
       const int top = high_bin(bins, t);
       const unsigned mine = top > 0 ? hist[top] + hist[top - 1] : 0u;
       const unsigned segment = __reduce_add_sync(kFull, mine);
       if (lane == 0) sm.segments[p & 1][warp] = segment;
       cluster.sync();  // every CTA's counts and segment totals of pass p complete and visible
+      stamp<kStamped>(topk_probes::kCluster0 + 3 * p);
       // Pass 2's histogram (pass 0's buffer) cleared: every CTA read pass 0's before arriving at
       // this barrier; the hand-out barrier below orders the clear before pass 2's counts.
       if (p == 1)
@@ -215,6 +248,7 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v5_kernel(const TopkArgs a) 
       // The hand-out: sm.found is written again only after pass p + 1's first barrier; one load of
       // exactly its 16 bytes (the file comment).
       __syncthreads();
+      stamp<kStamped>(topk_probes::kSearch0 + 3 * p);
       const int4 f = sm.found;
       found = {f.x, f.y, f.z};
       bin = f.w;
@@ -235,92 +269,17 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v5_kernel(const TopkArgs a) 
   // Where boundary: the k-th key lies in [prefix, ceiling] (its top 22 bits found); every key above
   // ceiling is picked and every key in the bin goes to CTA 0's boundary list (bin <= kBoundary of
   // them). Else, unless take_all: prefix is the k-th key K (visible, so not 0) and ceiling == K;
-  // pick every key > K and the `need` lowest-indexed keys == K. This CTA's keys == K: bin `digit` of
-  // its last histogram; the lower ranks' ones come first (lane r of every warp reads rank r's).
-  // Nobody writes a histogram after the last pass.
-  const uint32_t ceiling = prefix | ~mask;
-  int tie_take = 0, tie_mine = 0;
-  if (!take_all && !boundary) {
-    unsigned* last = sm.hist[0];
-    const unsigned theirs = lane < rank ? cluster.map_shared_rank(last, lane)[digit] : 0u;
-    const int before = static_cast<int>(__reduce_add_sync(kFull, theirs));
-    tie_mine = static_cast<int>(last[digit]);
-    tie_take = need - before < 0 ? 0 : (need - before > tie_mine ? tie_mine : need - before);
-  }
-  const bool ties_partial = tie_take > 0 && tie_take < tie_mine;  // uniform in the CTA
-  int* count0 = cluster.map_shared_rank(&sm.n_picks, 0);
-  uint64_t* picks0 = cluster.map_shared_rank(sm.picks, 0);
-  // Reserves CTA 0's slots for a warp's picks (pick: this lane's) and returns this lane's.
-  auto reserve = [&](int picks_before, int picks_in_warp) {
-    int slot = 0;
-    if (lane == 0) slot = atomicAdd(count0, picks_in_warp);
-    return __shfl_sync(kFull, slot, 0) + picks_before;
-  };
-  // A key of the boundary bin into CTA 0's boundary list (a few a row: one atomic each; the list's
-  // order does not matter, CTA 0 ranks it).
-  auto to_boundary = [&](uint32_t key, uint32_t index) {
-    const int slot = atomicAdd(cluster.map_shared_rank(&sm.n_boundary, 0), 1);
-    cluster.map_shared_rank(sm.boundary, 0)[slot] = composite(key, index);
-  };
-  if (resident && !take_all && !ties_partial) {
-    // Every key > ceiling and, where this CTA takes its ties, every key == K, or the boundary bin's
-    // keys: all in the collected list.
-    const bool ties_taken = !boundary && tie_take == tie_mine;
-    for (int q0 = 32 * warp; q0 < n_collected; q0 += kThreads) {
-      const int q = q0 + lane;
-      const int o = q < n_collected ? sm.candidates[q] : 0;
-      const uint32_t key = q < n_collected ? sm.keys[o] : 0u;
-      const bool pick = key > ceiling || (ties_taken && key == prefix);
-      if (boundary && key >= prefix && key <= ceiling) to_boundary(key, slice_lo + static_cast<uint32_t>(o));
-      const unsigned picked = __ballot_sync(kFull, pick);
-      if (picked == 0) continue;
-      const int slot = reserve(__popc(picked & below), __popc(picked));
-      if (pick) picks0[slot] = composite(key, slice_lo + static_cast<uint32_t>(o));
-    }
-  } else {
-    // The slice in index order (ranks, warps, chunks and lanes hold increasing indices): the ties
-    // of a partial share are taken by their rank among this CTA's.
-    int tie_rank = 0;  // keys == K before this lane's chunk in this CTA (partial only)
-    if (ties_partial) {
-      unsigned mine = 0;
-      for (int o = w_lo; o < w_hi; o += kChunk) {
-        const Keys4 r = keys.at(o);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) mine += r.k[j] == prefix;
-      }
-      mine = __reduce_add_sync(kFull, mine);
-      if (lane == 0) sm.warp_ties[warp] = static_cast<int>(mine);
-      __syncthreads();
-      for (int w = 0; w < warp; ++w) tie_rank += sm.warp_ties[w];
-    }
-    const uint32_t least = take_all ? 1u : prefix;  // a chunk without a key >= least holds no pick and no tie
-    for (int o = w_lo; o < w_hi; o += kChunk) {
-      const Keys4 r = keys.at(o);
-      if (!__any_sync(kFull, r.k[0] >= least || r.k[1] >= least || r.k[2] >= least || r.k[3] >= least)) continue;
-      bool pick[4];
-      if (!ties_partial) {
-        const bool ties_taken = !take_all && !boundary && tie_take == tie_mine;
-        const uint32_t i = slice_lo + static_cast<uint32_t>(o + 4 * lane);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          pick[j] = take_all ? r.k[j] != 0 : r.k[j] > ceiling || (ties_taken && r.k[j] == prefix);
-          if (boundary && r.k[j] >= prefix && r.k[j] <= ceiling) to_boundary(r.k[j], i + j);
-        }
-      } else {
-        pick_with_partial_ties(r, prefix, tie_take, below, lane, tie_rank, pick);
-      }
-      int picks_before = 0, picks_in_chunk = 0;
-      count_picks(pick, below, picks_before, picks_in_chunk);
-      if (picks_in_chunk == 0) continue;
-      int slot = reserve(picks_before, picks_in_chunk);
-      const uint32_t i = slice_lo + static_cast<uint32_t>(o + 4 * lane);
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        if (pick[j]) picks0[slot++] = composite(r.k[j], i + j);
-    }
-  }
+  // pick every key > K and the `need` lowest-indexed keys == K (the ties counted in pass 2's
+  // histogram, hist[0]).
+  const KthKey kth{prefix, prefix | ~mask, need, digit, take_all, boundary};
+  pick_into_cta0<true>(sm, cluster, kth, sm.hist[0], keys, n_collected, slice_lo, rank, w_lo, w_hi, warp, lane, below);
+  stamp<kStamped>(topk_probes::kPicked);
   cluster.sync();  // every pick is in CTA 0's list; no CTA touches another's memory after this
-  if (rank != 0) return;
+  stamp<kStamped>(topk_probes::kLastBarrier);
+  if (rank != 0) {
+    stamp<kStamped>(topk_probes::kExit);
+    return;
+  }
   int n = sm.n_picks;
   if (boundary) {
     // The `need` best of the boundary bin's keys (need <= bin: the bin holds the k-th key) land after
@@ -339,20 +298,11 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v5_kernel(const TopkArgs a) 
     if (part == 0 && e < n_boundary && beaten_by < need) sm.picks[n + beaten_by] = mine;
     n += need;
     __syncthreads();  // the list complete before the sort reads it
+    stamp<kStamped>(topk_probes::kBoundaryRanked);
   }
   int32_t* out = a.out + static_cast<int64_t>(blockIdx.x / c) * a.k;
-  for (int col = n + t; col < a.k; col += kThreads) out[col] = -1;
-  if (n <= 512) {
-    sort_by_runs(sm.picks, n, out, a.offset);
-    return;
-  }
-  uint64_t sorted[2];
-  sort_descending(sm.picks, n, sorted);
-#pragma unroll
-  for (int e = 0; e < 2; ++e) {
-    const int col = t + kThreads * e;
-    if (col < n) out[col] = static_cast<int32_t>(composite_index(sorted[e])) + a.offset;
-  }
+  write_sorted_picks(sm.picks, n, out, a.k, a.offset);
+  stamp<kStamped>(topk_probes::kExit);
 }
 
 }  // namespace
@@ -360,8 +310,24 @@ __global__ void __launch_bounds__(kThreads, 1) topk_v5_kernel(const TopkArgs a) 
 namespace detail {
 
 void topk_v5(const TopkArgs& a, cudaStream_t stream) {
-  topk_cluster_launch::launch<topk_v5_kernel>(a, static_cast<int>(sizeof(SmemV5)), "topk v5", stream);
+  topk_cluster_launch::launch<topk_v5_kernel<false>>(a, static_cast<int>(sizeof(SmemV5)), "topk v5", stream);
 }
 
 }  // namespace detail
+
+namespace topk_probes {
+
+int topk_v5_stamped(int64_t rows, const float* scores, int64_t stride, const int32_t* lengths, int64_t max_length,
+                    int k, int32_t* out, uint64_t* stamps, cudaStream_t stream) {
+  detail::require(rows >= 1 && k >= 1 && k <= kMaxTopk && max_length >= 1 && max_length <= stride,
+                  "topk_v5_stamped: expected rows >= 1, 1 <= k <= kMaxTopk and 1 <= max_length <= stride");
+  detail::require(scores && lengths && out && stamps, "topk_v5_stamped: a nullptr argument");
+  CUDA_CHECK(cudaMemcpyToSymbolAsync(v5_stamps, &stamps, sizeof(stamps), 0, cudaMemcpyHostToDevice, stream));
+  const TopkArgs a{rows, scores, stride, lengths, max_length, k, 0, out};
+  constexpr int kSmem = static_cast<int>(sizeof(SmemV5));
+  topk_cluster_launch::launch<topk_v5_kernel<true>>(a, kSmem, "topk v5 stamped", stream);
+  return cluster_size(max_length, topk_cluster_launch::max_cluster_for_device<topk_v5_kernel<true>>(kSmem));
+}
+
+}  // namespace topk_probes
 }  // namespace dsv4::cuda
