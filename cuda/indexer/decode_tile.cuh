@@ -115,18 +115,17 @@ __device__ inline void score_tile(const uint8_t* a_tile, const uint8_t* codes, c
   if (t < kTileKeys && col < n_cols) out_row[col] = col < len ? finish<S>(sum, key_scale) : -INFINITY;
 }
 
-// ---- a chunk of a sequence's columns (v2 to v7) ---------------------------------------------
+// ---- a CTA's chunk (v2 to v5) -----------------------------------------------------------------
 
-// The column tiles of chunk `chunk` of a sequence of length len (v2 to v6: the CTA's blockIdx.y; v7:
-// its work unit's), in a row of n_cols columns: [begin, end) the chunk's, [begin, last) those that
-// hold keys (none where last <= begin).
+// The column tiles of the CTA of chunk blockIdx.y of a sequence of length len, in a row of n_cols
+// columns: [begin, end) the chunk's, [begin, last) those that hold keys (none where last <= begin).
 struct ChunkTiles {
   int64_t begin, end, last;
 };
 
-__device__ inline ChunkTiles chunk_tiles(int64_t len, int64_t n_cols, uint32_t chunk) {
+__device__ inline ChunkTiles chunk_tiles(int64_t len, int64_t n_cols) {
   const int64_t n_col_tiles = (n_cols + kTileKeys - 1) / kTileKeys;
-  const int64_t begin = static_cast<int64_t>(chunk) * kChunkTiles;
+  const int64_t begin = static_cast<int64_t>(blockIdx.y) * kChunkTiles;
   const int64_t end = min(begin + kChunkTiles, n_col_tiles);
   const int64_t key_tiles = (len + kTileKeys - 1) / kTileKeys;
   return {begin, end, min(end, key_tiles)};

@@ -25,9 +25,7 @@
 //                           the interleaved layout runs v4;
 //                           v6 v5 with each tile's bulk copies issued by one lane of the producer
 //                           warp and one query operand a CTA (a deeper ring; bitwise v5's logits),
-//                           for DeepGEMM pages of a multiple of 64 keys; other pages run v5;
-//                           v7 v6's ring on a persistent grid (CTAs walking the (sequence, chunk)
-//                           units; bitwise v6's logits); where v6 runs v5, so does v7.
+//                           for DeepGEMM pages of a multiple of 64 keys; other pages run v5.
 // v2 and later versions of the logits need 64 heads; other head counts run v1.
 #include <cuda_runtime.h>
 

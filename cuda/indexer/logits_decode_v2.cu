@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kThreads) decode_logits_v2(const DecodeArgs a)
   const int t = threadIdx.x;
   const int64_t b = blockIdx.x;
   const int64_t len = a.context_lens[b];
-  const ChunkTiles chunk = chunk_tiles(len, a.n_cols, blockIdx.y);
+  const ChunkTiles chunk = chunk_tiles(len, a.n_cols);
   float* out_row = a.logits + b * a.n_cols;
   write_keyless_tiles(out_row, chunk, a.n_cols, t, kThreads);
   const int64_t n_tiles = chunk.last - chunk.begin;

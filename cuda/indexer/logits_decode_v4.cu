@@ -282,7 +282,7 @@ __device__ inline void decode_chunk(const DecodeArgs& a) {
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   const int64_t b = blockIdx.x;
   const int64_t len = a.context_lens[b];
-  const ChunkTiles chunk = chunk_tiles(len, a.n_cols, blockIdx.y);
+  const ChunkTiles chunk = chunk_tiles(len, a.n_cols);
   write_keyless_tiles(a.logits + b * a.n_cols, chunk, a.n_cols, t, C::kThreads);
   const int n_tiles = static_cast<int>(chunk.last - chunk.begin);
   if (n_tiles <= 0) return;  // uniform across the CTA

@@ -35,9 +35,5 @@ void decode_logits_v5(const LogitsParams& p, const IndexerQueries& q, const Page
 // lane and one query operand a CTA (logits_decode_v6.cu); other pages and the interleaved layout: v5.
 void decode_logits_v6(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
                       const int32_t* context_lens, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream);
-// v6's ring on a persistent grid (kCtasPerSm CTAs an SM walking the (sequence, chunk) units;
-// logits_decode_v7.cu); where v6 runs v5, so does v7.
-void decode_logits_v7(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
-                      const int32_t* context_lens, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream);
 
 }  // namespace dsv4::cuda::detail

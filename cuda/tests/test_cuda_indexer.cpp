@@ -27,8 +27,6 @@
 //   decode v6  the same checks as v5 and v5's logits bit for bit (DeepGEMM pages of 64 and 256 keys:
 //              one producer lane a tile, 32-tile windows of table entries, chunks of 64 tiles wrapping
 //              its ring; other page sizes and the interleaved layout run v5).
-//   decode v7  the same checks as v6 and v6's logits bit for bit, also over more (sequence, chunk)
-//              units than its persistent grid has CTAs (the ring and the query carried across units).
 //   prefill v3 the prefill checks above (its FP4 is v2's kernel), and v2's logits bit for bit (the
 //              same MMA instruction on the same operand values, the same epilogue), also over more
 //              work units than the GPU has SMs (the persistent loop, the ring's phases) and with
@@ -40,7 +38,7 @@
 // The sign of a zero logit: on inputs where every logit is exact, some with 64 head terms that are
 // all -0, every prefill and decode version bitwise the oracle's (+0 there: its head sum starts from +0).
 // Plus 20 reruns bitwise identical, a query's logits independent of its batch neighbours (prefill v2,
-// v3 and v4, decode v3 to v7), zero-length calls, argument checks.
+// v3 and v4, decode v3 to v6), zero-length calls, argument checks.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -600,7 +598,7 @@ TEST_CASE("decode logits over the paged caches of both layouts equal the oracle'
   for (cuda::IndexerCacheLayout layout : {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm})
     for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8})
       for (ScoreStorage st : {ScoreStorage::bf16, ScoreStorage::fp32})
-        for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v6, Variant::v7}) {
+        for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v6}) {
           const int page_keys = layout == cuda::IndexerCacheLayout::deepgemm ? 64 : 32;
           const std::vector<int32_t> lens{0, 1, 63, 64, 65, 300, 4097};
           const int64_t n_cols = 4160;
@@ -617,18 +615,17 @@ TEST_CASE("decode logits over the paged caches of both layouts equal the oracle'
           const std::vector<float> got = call.run(st, v);
           check_logits(call.compare(got, st), v, f, st, book,
                        std::string(layout_name(layout)) + " " + cuda::format_name(f) + " " + cuda::storage_name(st));
-          // v3 to v7 change only how the keys reach shared memory: v2's to v6's logits bit for bit.
+          // v3 to v6 change only how the keys reach shared memory: v2's to v5's logits bit for bit.
           if (v == Variant::v3) CHECK(cuda::testing::bitwise_differences(got, call.run(st, Variant::v2)) == 0);
           if (v == Variant::v4) CHECK(cuda::testing::bitwise_differences(got, call.run(st, Variant::v3)) == 0);
           if (v == Variant::v5) CHECK(cuda::testing::bitwise_differences(got, call.run(st, Variant::v4)) == 0);
           if (v == Variant::v6) CHECK(cuda::testing::bitwise_differences(got, call.run(st, Variant::v5)) == 0);
-          if (v == Variant::v7) CHECK(cuda::testing::bitwise_differences(got, call.run(st, Variant::v6)) == 0);
         }
   MESSAGE(book.table());
 }
 
 TEST_CASE(
-    "decode v3 to v7 over page sizes that are not powers of two (and 4, the smallest, and 256) equal v2 and the "
+    "decode v3 to v6 over page sizes that are not powers of two (and 4, the smallest, and 256) equal v2 and the "
     "oracle") {
   TallyBook book;
   for (cuda::IndexerCacheLayout layout : {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm})
@@ -648,8 +645,7 @@ TEST_CASE(
         PagedCall call(lens, layout, f, page_keys, n_cols, gen);
         for (ScoreStorage st : {ScoreStorage::bf16, ScoreStorage::fp32}) {
           const std::vector<float> got = call.run(st, Variant::v3), got_v4 = call.run(st, Variant::v4),
-                                   got_v5 = call.run(st, Variant::v5), got_v6 = call.run(st, Variant::v6),
-                                   got_v7 = call.run(st, Variant::v7);
+                                   got_v5 = call.run(st, Variant::v5), got_v6 = call.run(st, Variant::v6);
           check_logits(call.compare(got, st), Variant::v3, f, st, book,
                        std::string(layout_name(layout)) + " " + cuda::format_name(f) + " " + cuda::storage_name(st) +
                            " pages of " + std::to_string(page_keys));
@@ -662,44 +658,17 @@ TEST_CASE(
           check_logits(call.compare(got_v6, st), Variant::v6, f, st, book,
                        std::string(layout_name(layout)) + " " + cuda::format_name(f) + " " + cuda::storage_name(st) +
                            " pages of " + std::to_string(page_keys) + " v6");
-          check_logits(call.compare(got_v7, st), Variant::v7, f, st, book,
-                       std::string(layout_name(layout)) + " " + cuda::format_name(f) + " " + cuda::storage_name(st) +
-                           " pages of " + std::to_string(page_keys) + " v7");
           CHECK(cuda::testing::bitwise_differences(got, call.run(st, Variant::v2)) == 0);
           CHECK(cuda::testing::bitwise_differences(got_v4, got) == 0);
           CHECK(cuda::testing::bitwise_differences(got_v5, got_v4) == 0);
           CHECK(cuda::testing::bitwise_differences(got_v6, got_v5) == 0);
-          CHECK(cuda::testing::bitwise_differences(got_v7, got_v6) == 0);
         }
       }
   MESSAGE(book.table());
 }
 
-TEST_CASE("decode v7 over more units than its persistent grid holds equals v6 bit for bit and the oracle") {
-  TallyBook book;
-  for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8}) {
-    // 400 sequences x 2 chunks = 800 units on 264 (FP8) or 132 (FP4) CTAs of an H200: most of 0 to
-    // 10 tiles (keyless units, tails, units of fewer tiles than consumers), every 50th past a chunk.
-    const auto c = Case::select(CaseId("decode_v7_units").with("format", cuda::format_name(f)).with("batch", 400));
-    if (!c) continue;
-    INFO(c->reproduce());
-    std::mt19937_64 gen = c->rng();
-    std::vector<int32_t> lens(400);
-    for (size_t b = 0; b < lens.size(); ++b) lens[b] = b % 50 == 7 ? 4200 : static_cast<int32_t>(gen() % 601);
-    const int64_t n_cols = 4224;
-    PagedCall call(lens, cuda::IndexerCacheLayout::deepgemm, f, 64, n_cols, gen);
-    for (ScoreStorage st : {ScoreStorage::bf16, ScoreStorage::fp32}) {
-      const std::vector<float> got = call.run(st, Variant::v7);
-      check_logits(call.compare(got, st), Variant::v7, f, st, book,
-                   std::string("deepgemm ") + cuda::format_name(f) + " " + cuda::storage_name(st) + " 800 units");
-      CHECK(cuda::testing::bitwise_differences(got, call.run(st, Variant::v6)) == 0);
-    }
-  }
-  MESSAGE(book.table());
-}
-
-TEST_CASE("decode v3 to v7 are bitwise identical over 20 reruns and independent of a sequence's batch neighbours") {
-  for (Variant v : {Variant::v3, Variant::v4, Variant::v5, Variant::v6, Variant::v7})
+TEST_CASE("decode v3 to v6 are bitwise identical over 20 reruns and independent of a sequence's batch neighbours") {
+  for (Variant v : {Variant::v3, Variant::v4, Variant::v5, Variant::v6})
     for (cuda::IndexerCacheLayout layout : {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm})
       for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8}) {
         const std::vector<int32_t> lens{700, 0, 4097, 65, 1, 2000};
@@ -904,7 +873,7 @@ TEST_CASE("a logit whose 64 head terms are all -0 is +0 as the oracle's, in ever
       // Decode against logit_serial (the oracle's order, test_cuda_host) over both cache layouts.
       for (cuda::IndexerCacheLayout layout :
            {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm})
-        for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v6, Variant::v7}) {
+        for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v6}) {
           const std::vector<int32_t> lens{300, 64, 1, 130};
           const int64_t n_cols = 320;
           const int page_keys = layout == cuda::IndexerCacheLayout::deepgemm ? 64 : 32;
@@ -1077,12 +1046,11 @@ TEST_CASE("zero-length calls: no queries, no keys, empty ranges and empty sequen
     pk.pool_pages = 1;
     pk.block_table = table.get();
     pk.table_stride = 1;
-    // Decode has a v5 to a v7 (prefill stops at v4): the v4 round runs them too.
-    GuardedBuffer<float> decoded(3 * 70), decoded_v5(3 * 70), decoded_v6(3 * 70), decoded_v7(3 * 70);
+    // Decode has a v5 and a v6 (prefill stops at v4): the v4 round runs them too.
+    GuardedBuffer<float> decoded(3 * 70), decoded_v5(3 * 70), decoded_v6(3 * 70);
     decoded.poison(0xFF);
     decoded_v5.poison(0xFF);
     decoded_v6.poison(0xFF);
-    decoded_v7.poison(0xFF);
     cuda::indexer_logits_decode({64, IndexerFormat::fp8, ScoreStorage::bf16}, in.queries(), pk, zero.get(),
                                 decoded.get(), 70, v);
     if (v == Variant::v4) {
@@ -1090,8 +1058,6 @@ TEST_CASE("zero-length calls: no queries, no keys, empty ranges and empty sequen
                                   decoded_v5.get(), 70, Variant::v5);
       cuda::indexer_logits_decode({64, IndexerFormat::fp8, ScoreStorage::bf16}, in.queries(), pk, zero.get(),
                                   decoded_v6.get(), 70, Variant::v6);
-      cuda::indexer_logits_decode({64, IndexerFormat::fp8, ScoreStorage::bf16}, in.queries(), pk, zero.get(),
-                                  decoded_v7.get(), 70, Variant::v7);
     }
     CUDA_CHECK(cudaDeviceSynchronize());
     for (float x : untouched.download()) CHECK(std::bit_cast<uint32_t>(x) == 0x5A5A5A5Au);
@@ -1100,13 +1066,11 @@ TEST_CASE("zero-length calls: no queries, no keys, empty ranges and empty sequen
     if (v == Variant::v4) {
       for (float x : decoded_v5.download()) CHECK(x == -kInf);
       for (float x : decoded_v6.download()) CHECK(x == -kInf);
-      for (float x : decoded_v7.download()) CHECK(x == -kInf);
     }
     CHECK(logits.damaged_guard_bytes() == 0);
     CHECK(decoded.damaged_guard_bytes() == 0);
     CHECK(decoded_v5.damaged_guard_bytes() == 0);
     CHECK(decoded_v6.damaged_guard_bytes() == 0);
-    CHECK(decoded_v7.damaged_guard_bytes() == 0);
   }
 }
 
@@ -1181,9 +1145,6 @@ TEST_CASE("bad arguments throw before anything is launched (indexer)") {
   CHECK_THROWS_AS(cuda::indexer_logits_decode({4, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), pk, r.get(),
                                               logits.get(), 4, Variant::v6),
                   std::invalid_argument);  // v6 needs 64 heads
-  CHECK_THROWS_AS(cuda::indexer_logits_decode({4, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), pk, r.get(),
-                                              logits.get(), 4, Variant::v7),
-                  std::invalid_argument);  // v7 needs 64 heads
   pk.page_keys = 30;
   pk.table_stride = 1;
   CHECK_THROWS_AS(cuda::indexer_logits_decode({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), pk, r.get(),
@@ -1198,11 +1159,8 @@ TEST_CASE("bad arguments throw before anything is launched (indexer)") {
   CHECK_THROWS_AS(cuda::indexer_logits_decode({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), pk, r.get(),
                                               logits.get(), 4, Variant::v6),
                   std::invalid_argument);
-  CHECK_THROWS_AS(cuda::indexer_logits_decode({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), pk, r.get(),
-                                              logits.get(), 4, Variant::v7),
-                  std::invalid_argument);
   {
-    // v2 to v7 copy DeepGEMM pages in 16-byte units (v5 to v7: bulk copies): 4 bytes past a boundary is refused.
+    // v2 to v6 copy DeepGEMM pages in 16-byte units (v5, v6: bulk copies): 4 bytes past a boundary is refused.
     cuda::PagedKeys shifted;
     shifted.format = IndexerFormat::fp4;
     shifted.layout = cuda::IndexerCacheLayout::deepgemm;
@@ -1213,14 +1171,14 @@ TEST_CASE("bad arguments throw before anything is launched (indexer)") {
     shifted.pool_pages = 1;
     shifted.block_table = table.get();
     shifted.table_stride = 1;
-    for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v6, Variant::v7})
+    for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v6})
       CHECK_THROWS_AS(cuda::indexer_logits_decode({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), shifted,
                                                   r.get(), logits.get(), 4, v),
                       std::invalid_argument);
     // The interleaved layout's 4-byte copies: 2 bytes past a boundary is refused.
     shifted.layout = cuda::IndexerCacheLayout::interleaved;
     shifted.pool = pool.get() + 2;
-    for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v6, Variant::v7})
+    for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v6})
       CHECK_THROWS_AS(cuda::indexer_logits_decode({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), shifted,
                                                   r.get(), logits.get(), 4, v),
                       std::invalid_argument);
@@ -1237,7 +1195,7 @@ TEST_CASE("bad arguments throw before anything is launched (indexer)") {
                   std::invalid_argument);
 }
 
-TEST_CASE("sanitizer sweep: one small call of every indexer kernel and version (prefill v3, v4, decode v3 to v7)") {
+TEST_CASE("sanitizer sweep: one small call of every indexer kernel and version (prefill v3, v4, decode v3 to v6)") {
   // Small on purpose: compute-sanitizer (memcheck, racecheck, initcheck) runs this case.
   const auto c = Case::select(CaseId("indexer_sanitizer_sweep"));
   if (!c) return;
@@ -1271,17 +1229,9 @@ TEST_CASE("sanitizer sweep: one small call of every indexer kernel and version (
         const int page_keys = layout == cuda::IndexerCacheLayout::deepgemm ? 64 : 32;
         const PagedCall call({0, 5, 70}, layout, f, page_keys, 72, gen);
         for (float x : call.run(ScoreStorage::fp32, v)) CHECK(!std::isnan(x));
-        if (v == Variant::v2)  // decode has a v3 to a v7 (the other entries stop at v2)
-          for (Variant later : {Variant::v3, Variant::v4, Variant::v5, Variant::v6, Variant::v7})
+        if (v == Variant::v2)  // decode has a v3 to a v6 (the other entries stop at v2)
+          for (Variant later : {Variant::v3, Variant::v4, Variant::v5, Variant::v6})
             for (float x : call.run(ScoreStorage::fp32, later)) CHECK(!std::isnan(x));
-      }
-      if (v == Variant::v2) {
-        // v7's persistent CTAs over more units than the grid holds (FP8 264 CTAs, FP4 132 on an
-        // H200): the ring and the query operand carried across unit boundaries.
-        std::vector<int32_t> lens(300);
-        for (int32_t& len : lens) len = static_cast<int32_t>(gen() % 131);
-        const PagedCall call(lens, cuda::IndexerCacheLayout::deepgemm, f, 64, 136, gen);
-        for (float x : call.run(ScoreStorage::fp32, Variant::v7)) CHECK(!std::isnan(x));
       }
       CUDA_CHECK(cudaDeviceSynchronize());
       for (float x : logits.download()) CHECK(!std::isnan(x));
