@@ -150,7 +150,7 @@ void BM_CublasGemm(benchmark::State& state) {
   set_counters(state, 2.0 * n * n * static_cast<double>(n), 3.0 * 2 * n * static_cast<double>(n));
 }
 
-// v3, v4, v5, v7, then v8 run last: they are the newest kernels, and should one fail on the device (a trap leaves
+// v3, v4, v5, then v7 run last: they are the newest kernels, and should one fail on the device (a trap leaves
 // the CUDA context unusable), every other number of the suite has been measured and printed before.
 void register_all() {
   using attn::Probs;
@@ -162,9 +162,7 @@ void register_all() {
                                    {"Pro_h128_top1024_kv64K", 128, 1024, 65536, 4096}};
   // v1 on a sixteenth of the queries (it is slow: the oracle's double arithmetic), beside v2 to v7.
   const PrefillShape small{"Flash_h64_top512_kv8K_q256", 64, 512, 8192, 256};
-  // with_prefill false: decode rows only (v8's prefill is v7's kernel; its Flash decode rows, 64 heads, are
-  // v7's kernel too and measure the forwarding, its Pro rows the cluster pairs).
-  const auto register_version = [&](Variant v, bool with_prefill) {
+  const auto register_version = [&](Variant v) {
     for (const DecodeShape& s : {kFlash, kPro})
       for (Probs p : {Probs::bf16, Probs::fp32}) {
         const std::string name = std::string("Decode/") + s.name + probs_name(p) + variant_name(v);
@@ -176,7 +174,6 @@ void register_all() {
             ->Unit(benchmark::kMicrosecond)
             ->Iterations(20);
       }
-    if (!with_prefill) return;
     for (const PrefillShape& s : prefills)
       for (Probs p : {Probs::bf16, Probs::fp32}) {
         const std::string name = std::string("Prefill/") + s.name + probs_name(p) + variant_name(v);
@@ -205,7 +202,7 @@ void register_all() {
       ->UseManualTime()
       ->Unit(benchmark::kMicrosecond)
       ->Iterations(2);
-  register_version(Variant::v2, true);
+  register_version(Variant::v2);
 
   benchmark::RegisterBenchmark("Output/InverseRope/Flash_h64", BM_InverseRope, 64)
       ->Arg(256)
@@ -231,11 +228,10 @@ void register_all() {
       ->Unit(benchmark::kMicrosecond)
       ->Iterations(10);
 
-  register_version(Variant::v3, true);
-  register_version(Variant::v4, true);
-  register_version(Variant::v5, true);
-  register_version(Variant::v7, true);
-  register_version(Variant::v8, false);
+  register_version(Variant::v3);
+  register_version(Variant::v4);
+  register_version(Variant::v5);
+  register_version(Variant::v7);
 }
 
 }  // namespace

@@ -32,10 +32,6 @@ void launch_v5(const PrefillParams& p, Probs probs, cudaStream_t stream);
 // wgmma descriptors stepped in their low word; splits as v2. Needs scale > 0.
 void launch_v7(const DecodeParams& p, Probs probs, int splits, void* workspace, cudaStream_t stream);
 void launch_v7(const PrefillParams& p, Probs probs, cudaStream_t stream);
-// v8 (sparse_mqa_v8.cu, sm_90a): decode with 128 heads on clusters of 2 CTAs (the two head groups of a
-// row), each dequantizing half of every block into both CTAs; v7's consumers. 64 heads and prefill: v7.
-void launch_v8(const DecodeParams& p, Probs probs, int splits, void* workspace, cudaStream_t stream);
-void launch_v8(const PrefillParams& p, Probs probs, cudaStream_t stream);
 
 size_t split_workspace_bytes(int64_t rows, int n_heads, int splits);
 

@@ -54,23 +54,23 @@ void require_hopper(const char* who) {
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
   require(major == 9 && minor == 0, std::string(who) +
-                                        ": v3, v4, v5, v7 and v8 run on sm_90 (Hopper) only, this device is sm_" +
+                                        ": v3, v4, v5 and v7 run on sm_90 (Hopper) only, this device is sm_" +
                                         std::to_string(major) + std::to_string(minor));
 }
 
-// The attention's versions are v1 to v5, v7 and v8 (v6 is the indexer's; a Variant the attention does
-// not have is refused, not run as another version).
+// The attention's versions are v1 to v5 and v7 (v6 is the indexer's; a Variant the attention does not
+// have is refused, not run as another version).
 void require_version(Variant v, const std::string& who) {
-  require(static_cast<int>(v) <= static_cast<int>(Variant::v5) || v == Variant::v7 || v == Variant::v8,
-          who + ": the attention has versions v1 to v5, v7 and v8, got " + variant_name(v));
+  require(static_cast<int>(v) <= static_cast<int>(Variant::v5) || v == Variant::v7,
+          who + ": the attention has versions v1 to v5 and v7, got " + variant_name(v));
 }
 
 // v7 takes the row maximum over the raw scores q.k and scales it afterwards, which is the maximum of
 // the scaled scores only for a scale > 0 (a zero scale would also make the -inf maximum of a row
-// without a valid slot a NaN). v8 runs v7's consumers.
+// without a valid slot a NaN).
 void require_v7_scale(Variant v, float scale, const std::string& who) {
-  require((v != Variant::v7 && v != Variant::v8) || (std::isfinite(scale) && scale > 0.0f),
-          who + ": " + variant_name(v) + " needs a finite softmax_scale > 0, got " + std::to_string(scale));
+  require(v != Variant::v7 || (std::isfinite(scale) && scale > 0.0f),
+          who + ": v7 needs a finite softmax_scale > 0, got " + std::to_string(scale));
 }
 
 void check_decode(const DecodeArgs& a, Variant v) {
@@ -81,7 +81,7 @@ void check_decode(const DecodeArgs& a, Variant v) {
                                           std::to_string(a.batch) + ", " + std::to_string(a.s_q));
   require(a.n_heads > 0, std::string(who) + ": n_heads must be positive, got " + std::to_string(a.n_heads));
   require(v == Variant::v1 || a.n_heads % 64 == 0,
-          std::string(who) + ": v2 to v8 need n_heads a multiple of 64, got " + std::to_string(a.n_heads));
+          std::string(who) + ": v2 to v7 need n_heads a multiple of 64, got " + std::to_string(a.n_heads));
   check_list(a.list, who, "list");
   check_list(a.extra_list, who, "extra_list");
   check_pool(a.pool, a.list.topk, who, "pool");
@@ -165,8 +165,7 @@ void sparse_mqa_decode(const DecodeArgs& a, Variant v, void* workspace, size_t w
     detail::launch_v1(p, a.probs, stream);
     return;
   }
-  if (v == Variant::v3 || v == Variant::v4 || v == Variant::v5 || v == Variant::v7 || v == Variant::v8)
-    require_hopper("sparse_mqa_decode");
+  if (v == Variant::v3 || v == Variant::v4 || v == Variant::v5 || v == Variant::v7) require_hopper("sparse_mqa_decode");
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   const int splits = decode_splits(a.batch, a.s_q, a.n_heads, p.total_slots(), device_sms(device));
@@ -183,10 +182,8 @@ void sparse_mqa_decode(const DecodeArgs& a, Variant v, void* workspace, size_t w
     detail::launch_v4(p, a.probs, splits, workspace, stream);
   else if (v == Variant::v5)
     detail::launch_v5(p, a.probs, splits, workspace, stream);
-  else if (v == Variant::v7)
-    detail::launch_v7(p, a.probs, splits, workspace, stream);
   else
-    detail::launch_v8(p, a.probs, splits, workspace, stream);
+    detail::launch_v7(p, a.probs, splits, workspace, stream);
 }
 
 void sparse_mqa_prefill(const PrefillArgs& a, Variant v, cudaStream_t stream) {
@@ -199,7 +196,7 @@ void sparse_mqa_prefill(const PrefillArgs& a, Variant v, cudaStream_t stream) {
   require(a.head_dim >= 64 && a.head_dim <= kHeadDim && a.head_dim % 64 == 0,
           who + ": head_dim must be a multiple of 64 in [64, 512], got " + std::to_string(a.head_dim));
   require(v == Variant::v1 || (a.n_heads % 64 == 0 && a.head_dim == kHeadDim),
-          who + ": v2 to v8 need n_heads a multiple of 64 and head_dim 512, got " + std::to_string(a.n_heads) + ", " +
+          who + ": v2 to v7 need n_heads a multiple of 64 and head_dim 512, got " + std::to_string(a.n_heads) + ", " +
               std::to_string(a.head_dim));
   check_list(a.list, who.c_str(), "list");
   require(a.q != nullptr && a.out != nullptr, who + ": q and out must be device pointers, got a nullptr");
@@ -208,8 +205,7 @@ void sparse_mqa_prefill(const PrefillArgs& a, Variant v, cudaStream_t stream) {
   require(aligned16(a.q) && aligned16(a.kv) && aligned16(a.out),
           who + ": q, kv and out must be 16-byte aligned (the kernels copy 16-byte chunks)");
   const PrefillParams p = make_prefill_params(a);
-  if (v == Variant::v3 || v == Variant::v4 || v == Variant::v5 || v == Variant::v7 || v == Variant::v8)
-    require_hopper(who.c_str());
+  if (v == Variant::v3 || v == Variant::v4 || v == Variant::v5 || v == Variant::v7) require_hopper(who.c_str());
   if (v == Variant::v1)
     detail::launch_v1(p, a.probs, stream);
   else if (v == Variant::v2)
@@ -220,10 +216,8 @@ void sparse_mqa_prefill(const PrefillArgs& a, Variant v, cudaStream_t stream) {
     detail::launch_v4(p, a.probs, stream);
   else if (v == Variant::v5)
     detail::launch_v5(p, a.probs, stream);
-  else if (v == Variant::v7)
-    detail::launch_v7(p, a.probs, stream);
   else
-    detail::launch_v8(p, a.probs, stream);
+    detail::launch_v7(p, a.probs, stream);
 }
 
 }  // namespace dsv4::cuda::attention

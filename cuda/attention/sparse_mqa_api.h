@@ -61,9 +61,6 @@ using ::dsv4::cuda::Variant;
 //   v7  sm_90a: v5 with fewer consumer instructions: the online softmax in the base-2 domain
 //       (ex2.approx, the row max over the raw scores: softmax_scale must be finite and > 0) and the
 //       wgmma descriptors stepped in their low word; outputs within the oracle's bounds, not v5's bits.
-//   v8  sm_90a: v7 where n_heads = 128 (decode): the two 64-head groups of a row on a cluster of 2 CTAs,
-//       each dequantizing half of every block into both CTAs' k tiles; outputs bitwise v7's. Decode
-//       with 64 heads and prefill run v7.
 
 // One MODEL1 pool of pages: page p at bytes + p * Model1Layout{page_size}.page_bytes().
 struct PagedPool {

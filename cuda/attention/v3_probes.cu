@@ -145,10 +145,10 @@ __global__ void __launch_bounds__(128, 1)
   const int t = threadIdx.x, token = v5::producer_token(t), half = v5::producer_half(t);
   const auto rs = p.row_slots(row);
   const v5::TokenSource src = v5::token_source(rs, blk, token, p.q);
-  for (int j = 0; j < v5::kFp8JobsPerThread<>; ++j) v5::issue_raw_chunk(src, m, token, half, j);
+  for (int j = 0; j < v5::kFp8JobsPerThread; ++j) v5::issue_raw_chunk(src, m, token, half, j);
   v5::issue_raw_scales(src, m, token, half);
   mma::cp_async_commit();
-  v5::RopeLoad<> rope;
+  v5::RopeLoad rope;
   v5::load_rope(src, half, rope);
   mma::cp_async_wait<0>();
   v5::store_rope(rope, src.valid, T.ptr, token, half);

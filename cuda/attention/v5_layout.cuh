@@ -11,9 +11,6 @@
 // slot; its rope chunks 2i + h (i < 4), bf16 already, go to the k tile through registers. It later
 // dequantizes exactly the chunks it copied, so it only waits for its own copies (cp.async.wait_group)
 // and no barrier orders the staging area between producer threads.
-// v8 (sparse_mqa_v8.cu) splits a block's 64 tokens between the two CTAs of a cluster: 32 tokens a
-// producer warpgroup, each served by kParts = 4 threads (warp w: tokens 8w .. 8w+7, part p = l / 8:
-// FP8 chunks 4j + p, j < 7, rope chunks 4i + p, i < 2). kParts = 2 is v5's split above.
 #include <cstdint>
 
 #include "cuda/attention/v3_layout.cuh"
@@ -24,11 +21,8 @@ using v3::kStages;
 using v3::kTile;
 
 inline constexpr int kFp8ChunksPerToken = 28;  // 448 codes / 16
-// Per thread, with kParts threads a token (2: v5's 64 tokens a warpgroup; 4: v8's 32)
-template <int kParts = 2>
-inline constexpr int kFp8JobsPerThread = kFp8ChunksPerToken / kParts;  // chunks kParts j + part
-template <int kParts = 2>
-inline constexpr int kRopeJobsPerThread = 8 / kParts;  // rope chunks kParts i + part (8 dims each)
+inline constexpr int kFp8JobsPerThread = 14;   // chunks 2j + h
+inline constexpr int kRopeJobsPerThread = 4;   // rope chunks 2i + h (8 dims each)
 // A token's FP8 bytes in the staging area: 448 bytes padded to 464 so that the 8 tokens of a
 // quarter-warp (lanes 8q .. 8q+7: tokens 8(q%2) .. +7, one chunk) read 8 distinct 16-byte bank groups
 // (464 = 29 x 16: token stride odd in 16-byte units).
@@ -53,41 +47,16 @@ DSV4_HD constexpr Plan plan() {
 }
 DSV4_HD constexpr uint32_t smem_request() { return plan().total + 1024; }
 
-// Thread t of the producer warpgroup (warp w, lane l) serves token (32 / kParts) w + l % (32 / kParts) of
-// its tokens and part l / (32 / kParts) of that token's chunks.
-template <int kParts = 2>
-inline constexpr int kTokenLaneBits = kParts == 2 ? 4 : 3;  // log2(32 / kParts)
-template <int kParts = 2>
-DSV4_HD constexpr int producer_token(int t) {
-  static_assert(kParts == 2 || kParts == 4, "v5's split or v8's");
-  return (32 / kParts) * (t >> 5) + (t & (32 / kParts - 1));
-}
-template <int kParts = 2>
-DSV4_HD constexpr int producer_half(int t) {
-  return (t >> kTokenLaneBits<kParts>)&(kParts - 1);
-}
-template <int kParts = 2>
-DSV4_HD constexpr int fp8_chunk(int j, int half) {
-  return kParts * j + half;
-}
-template <int kParts = 2>
-DSV4_HD constexpr int rope_chunk(int i, int half) {
-  return kParts * i + half;
-}
-// The scale block (64 codes, 4 chunks) of FP8 chunk kParts j + part is kParts j / 4: a constant of the
-// unrolled job loop.
-template <int kParts = 2>
-DSV4_HD constexpr int scale_block(int j) {
-  return kParts * j / 4;
-}
+DSV4_HD constexpr int producer_token(int t) { return 16 * (t >> 5) + (t & 15); }
+DSV4_HD constexpr int producer_half(int t) { return (t >> 4) & 1; }
+DSV4_HD constexpr int fp8_chunk(int j, int half) { return 2 * j + half; }
+DSV4_HD constexpr int rope_chunk(int i, int half) { return 2 * i + half; }
+// The scale block (64 codes) of FP8 chunk 2j + h is j / 2: a constant of the unrolled job loop.
+DSV4_HD constexpr int scale_block(int j) { return j >> 1; }
 DSV4_HD constexpr uint32_t raw_offset(int token, int chunk) {
   return static_cast<uint32_t>(token) * kStageTokenBytes + static_cast<uint32_t>(chunk) * 16;
 }
-// Each thread copies its token's 8 scale bytes into its own slot: 64 tokens x 2 parts or 32 x 4.
-template <int kParts = 2>
-DSV4_HD constexpr uint32_t scale_offset(int token, int half) {
-  return static_cast<uint32_t>(kParts * token + half) * 8;
-}
+DSV4_HD constexpr uint32_t scale_offset(int token, int half) { return static_cast<uint32_t>(2 * token + half) * 8; }
 
 // The persistent grid walks work units u = blockIdx.x, blockIdx.x + gridDim.x, ...; unit u is
 // (query row, 64-head group, split) with the split fastest, as v4's block index.

@@ -27,7 +27,6 @@
 
 #include <cstdint>
 
-#include "cuda/attention/cluster_sm90.cuh"
 #include "cuda/attention/kernel_params.cuh"
 #include "cuda/attention/v3_pieces.cuh"
 #include "cuda/attention/v3_producer.cuh"
@@ -78,16 +77,6 @@ __device__ __forceinline__ void dequant16(const uint4& codes, uint32_t e, uint32
   }
 }
 
-// v8's cluster half (kParts = 4, v5_layout.cuh): this CTA's producer serves the block's tokens
-// token_base .. token_base + 31 and writes every row, mask bit and `full` arrival into the peer CTA
-// too (peer address = local shared address + peer_delta). v5 (kParts = 2): all 64 tokens, no peer.
-struct PeerHalf {
-  int token_base;
-  uint32_t peer_delta;
-};
-template <int kParts>
-inline constexpr bool kWritesPeer = kParts == 4;
-
 // Where this thread's token of a block lives: its data and scale bytes (an invalid slot: `dummy`, any
 // readable 16-byte-aligned device address, and nothing is read from it).
 struct TokenSource {
@@ -104,140 +93,89 @@ __device__ __forceinline__ TokenSource token_source(const DecodeRowSlots& rs, in
 }
 
 // FP8 chunk j of this thread's token -> its staging slot (zeros for an invalid slot).
-template <int kParts = 2>
 __device__ __forceinline__ void issue_raw_chunk(const TokenSource& src, const Smem& m, int token, int half, int j) {
-  const int g = fp8_chunk<kParts>(j, half);
+  const int g = fp8_chunk(j, half);
   mma::cp_async_16(m.raw + raw_offset(token, g), src.data + 16 * g, src.valid);
 }
-template <int kParts = 2>
 __device__ __forceinline__ void issue_raw_scales(const TokenSource& src, const Smem& m, int token, int half) {
-  mma::cp_async_8(m.scales + scale_offset<kParts>(token, half), src.scales, src.valid);
+  mma::cp_async_8(m.scales + scale_offset(token, half), src.scales, src.valid);
 }
 
-// One 16-byte chunk of a k tile row: into this CTA's tile and, for v8, the peer's.
-template <int kParts>
-__device__ __forceinline__ void store_tile_chunk(unsigned char* tile, uint32_t tile_addr, uint32_t peer_delta,
-                                                 uint32_t offset, uint4 v) {
-  *reinterpret_cast<uint4*>(tile + offset) = v;
-  if constexpr (kWritesPeer<kParts>) cluster::store_v4(tile_addr + offset + peer_delta, v);
-}
-
-// The rope dims of this thread's token (kRopeJobsPerThread chunks of 8 bf16, already the tile's format)
-// travel through registers: loaded a block ahead, stored once the stage is free (64 bytes a v5 thread;
-// the staging area has no room for them beside the FP8 codes).
-template <int kParts = 2>
+// The rope dims of this thread's token (4 chunks of 8 bf16, already the tile's format) travel through
+// registers: loaded a block ahead, stored once the stage is free (64 bytes a thread; the staging area
+// has no room for them beside the FP8 codes).
 struct RopeLoad {
-  uint4 chunk[kRopeJobsPerThread<kParts>];
+  uint4 chunk[kRopeJobsPerThread];
 };
-template <int kParts = 2>
-__device__ __forceinline__ void load_rope(const TokenSource& src, int half, RopeLoad<kParts>& r) {
+__device__ __forceinline__ void load_rope(const TokenSource& src, int half, RopeLoad& r) {
   const uint4* rope = reinterpret_cast<const uint4*>(src.data + kModel1NopeDims);
 #pragma unroll
-  for (int i = 0; i < kRopeJobsPerThread<kParts>; ++i) r.chunk[i] = __ldg(rope + rope_chunk<kParts>(i, half));
+  for (int i = 0; i < kRopeJobsPerThread; ++i) r.chunk[i] = __ldg(rope + rope_chunk(i, half));
 }
-// -> the k tile's chunks 56 + kParts i + h of row `row` (zeros for an invalid slot: its loads read `dummy`).
-template <int kParts = 2>
-__device__ __forceinline__ void store_rope(const RopeLoad<kParts>& r, bool valid, unsigned char* tile, int row,
-                                           int half, uint32_t tile_addr = 0, uint32_t peer_delta = 0) {
+// -> the k tile's chunks 56 + 2i + h (zeros for an invalid slot: its loads read `dummy`).
+__device__ __forceinline__ void store_rope(const RopeLoad& r, bool valid, unsigned char* tile, int token, int half) {
   const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
 #pragma unroll
-  for (int i = 0; i < kRopeJobsPerThread<kParts>; ++i)
-    store_tile_chunk<kParts>(tile, tile_addr, peer_delta,
-                             layout::matrix_offset(row, kModel1NopeDims / 8 + rope_chunk<kParts>(i, half)),
-                             valid ? r.chunk[i] : zero);
+  for (int i = 0; i < kRopeJobsPerThread; ++i)
+    *reinterpret_cast<uint4*>(tile + layout::matrix_offset(token, kModel1NopeDims / 8 + rope_chunk(i, half))) =
+        valid ? r.chunk[i] : zero;
 }
 
-// The staged FP8 chunks this thread copied -> bf16 chunks 2g, 2g + 1 of its token's row token_base +
-// token of the tile (an invalid slot's staged bytes are zeros, codes and scale: its row becomes +0).
-// With `refill`, each slot, once read and its values stored, is refilled at once with the same chunk of
-// the next block's token `next` (so that the next block's copies are in flight during this
-// dequantization).
-template <int kParts = 2>
+// The staged FP8 chunks this thread copied -> bf16 chunks 2g, 2g + 1 of its token's row of the tile
+// (an invalid slot's staged bytes are zeros, codes and scale: its row becomes +0). With `refill`, each
+// slot, once read and its values stored, is refilled at once with the same chunk of the next block's
+// token `next` (so that the next block's copies are in flight during this dequantization).
 __device__ __forceinline__ void dequant_staged(const Smem& m, unsigned char* tile, int token, int half, bool refill,
-                                               const TokenSource& next, PeerHalf ph = PeerHalf{0, 0u},
-                                               uint32_t tile_addr = 0) {
+                                               const TokenSource& next) {
   asm volatile("" : "+r"(token));  // addresses recomputed per block, not hoisted into live registers
-  const int row = (kWritesPeer<kParts> ? ph.token_base : 0) + token;
-  const uint2 sc = *reinterpret_cast<const uint2*>(m.scales_ptr + scale_offset<kParts>(token, half));
+  const uint2 sc = *reinterpret_cast<const uint2*>(m.scales_ptr + scale_offset(token, half));
 #pragma unroll
-  for (int j = 0; j < kFp8JobsPerThread<kParts>; ++j) {
-    const int g = fp8_chunk<kParts>(j, half), sb = scale_block<kParts>(j);
+  for (int j = 0; j < kFp8JobsPerThread; ++j) {
+    const int g = fp8_chunk(j, half), sb = scale_block(j);
     const uint32_t e = ((sb < 4 ? sc.x : sc.y) >> (8 * (sb & 3))) & 0xFFu;
     const uint4 codes = *reinterpret_cast<const uint4*>(m.raw_ptr + raw_offset(token, g));
     uint32_t o[8];
     dequant16(codes, e, o);
-    store_tile_chunk<kParts>(tile, tile_addr, ph.peer_delta, layout::matrix_offset(row, 2 * g),
-                             make_uint4(o[0], o[1], o[2], o[3]));
-    store_tile_chunk<kParts>(tile, tile_addr, ph.peer_delta, layout::matrix_offset(row, 2 * g + 1),
-                             make_uint4(o[4], o[5], o[6], o[7]));
+    *reinterpret_cast<uint4*>(tile + layout::matrix_offset(token, 2 * g)) = make_uint4(o[0], o[1], o[2], o[3]);
+    *reinterpret_cast<uint4*>(tile + layout::matrix_offset(token, 2 * g + 1)) = make_uint4(o[4], o[5], o[6], o[7]);
     // the stores consumed the slot's codes (they depend on the load): the slot may be overwritten
-    if (refill) issue_raw_chunk<kParts>(next, m, token, half, j);
+    if (refill) issue_raw_chunk(next, m, token, half, j);
   }
-  if (refill) issue_raw_scales<kParts>(next, m, token, half);  // after every use of this block's scale bytes
-}
-
-// The block's validity bits of this warp's tokens, its k tile rows written (by this thread), and the
-// stage handed over. v5: 16 bits a warp, every producer thread arrives on `full` (128). v8: 8 bits a
-// warp, also written into the peer's mask; each thread arrives on its own `full` (after the proxy fence
-// for its local stores, as v5), and after __syncwarp lane 0 arrives on the peer's with release at
-// cluster scope, which carries the warp's remote stores (`full`: 128 local + 4 peer arrivals). The proxy
-// fence for the remote stores is the peer consumer's, after its wait (v7_consumer.cuh).
-template <int kParts>
-__device__ __forceinline__ void hand_over(const Smem& m, const Stage& st, int stage, bool valid, const PeerHalf& ph,
-                                          int lane, int warp) {
-  if constexpr (kWritesPeer<kParts>) {
-    const uint32_t bits = __ballot_sync(0xFFFFFFFFu, valid) & 0xFFu;  // lanes 0..7: tokens 8w .. 8w+7
-    const int byte = ph.token_base / 8 + warp;
-    if (lane == 0) {
-      reinterpret_cast<uint8_t*>(st.mask)[byte] = static_cast<uint8_t>(bits);
-      cluster::store_u8(m.b.base + m.b.plan.mask + 8 * stage + byte + ph.peer_delta, bits);
-    }
-    sm90::fence_proxy_async();
-    sm90::mbarrier_arrive(st.full);
-    __syncwarp();
-    if (lane == 0) cluster::mbarrier_arrive_peer(st.full + ph.peer_delta);
-  } else {
-    const uint32_t bits = __ballot_sync(0xFFFFFFFFu, valid) & 0xFFFFu;  // lanes 0..15: tokens 16w .. 16w+15
-    if (lane == 0) st.mask[warp] = static_cast<uint16_t>(bits);
-    sm90::fence_proxy_async();
-    sm90::mbarrier_arrive(st.full);
-  }
+  if (refill) issue_raw_scales(next, m, token, half);  // after every use of this block's scale bytes
 }
 
 // Blocks [begin, end) of one decode work unit (query row `row`, heads from q_heads); n counts the
-// CTA's blocks so far, units_with_blocks its units that had blocks. v8 (kParts = 4): this CTA's half
-// of each block, into both CTAs' tiles; a stage is overwritten only after `empty` completed, which
-// needs both CTAs' consumers (256 local + 8 peer warp arrivals).
-template <int kParts = 2>
+// CTA's blocks so far, units_with_blocks its units that had blocks.
 __device__ inline void produce_unit(const DecodeParams& p, const Smem& m, int64_t row, const uint16_t* q_heads,
-                                    int begin, int end, uint32_t& n, uint32_t& units_with_blocks,
-                                    PeerHalf ph = PeerHalf{0, 0u}) {
+                                    int begin, int end, uint32_t& n, uint32_t& units_with_blocks) {
   if (begin >= end) return;
   const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-  const int token = producer_token<kParts>(t), half = producer_half<kParts>(t);
-  const int tile_row = (kWritesPeer<kParts> ? ph.token_base : 0) + token;  // v5: a constant 0 added
+  const int token = producer_token(t), half = producer_half(t);
   const DecodeRowSlots rs = p.row_slots(row);
   if (units_with_blocks > 0) sm90::mbarrier_wait(m.q_free, (units_with_blocks - 1) & 1);
   ++units_with_blocks;
   v3::issue_q(m.b.base + m.b.plan.q, q_heads, t);
-  TokenSource cur = token_source(rs, begin, tile_row, q_heads);
+  TokenSource cur = token_source(rs, begin, token, q_heads);
 #pragma unroll
-  for (int j = 0; j < kFp8JobsPerThread<kParts>; ++j) issue_raw_chunk<kParts>(cur, m, token, half, j);
-  issue_raw_scales<kParts>(cur, m, token, half);
+  for (int j = 0; j < kFp8JobsPerThread; ++j) issue_raw_chunk(cur, m, token, half, j);
+  issue_raw_scales(cur, m, token, half);
   mma::cp_async_commit();  // group: q and the first block's raw bytes
-  RopeLoad<kParts> rope;
-  load_rope<kParts>(cur, half, rope);
+  RopeLoad rope;
+  load_rope(cur, half, rope);
   for (int blk = begin; blk < end; ++blk, ++n) {
     const Stage st = m.b.stage(static_cast<int>(n & 1));
     const bool refill = blk + 1 < end;
-    const TokenSource next = refill ? token_source(rs, blk + 1, tile_row, q_heads) : cur;  // index read early
+    const TokenSource next = refill ? token_source(rs, blk + 1, token, q_heads) : cur;  // index read early
     mma::cp_async_wait<0>();  // this block's raw bytes (and q) copied by this thread have landed
-    if (n >= 2) sm90::mbarrier_wait<kWritesPeer<kParts>>(st.empty, ((n >> 1) - 1) & 1);
-    store_rope<kParts>(rope, cur.valid, st.ptr, tile_row, half, st.tile, ph.peer_delta);
-    if (refill) load_rope<kParts>(next, half, rope);  // in flight during the dequantization
-    dequant_staged<kParts>(m, st.ptr, token, half, refill, next, ph, st.tile);
+    if (n >= 2) sm90::mbarrier_wait(st.empty, ((n >> 1) - 1) & 1);
+    store_rope(rope, cur.valid, st.ptr, token, half);
+    if (refill) load_rope(next, half, rope);  // in flight during the dequantization
+    dequant_staged(m, st.ptr, token, half, refill, next);
     mma::cp_async_commit();  // group: the next block's raw bytes (empty after the last block)
-    hand_over<kParts>(m, st, static_cast<int>(n & 1), cur.valid, ph, lane, warp);
+    const uint32_t bits = __ballot_sync(0xFFFFFFFFu, cur.valid) & 0xFFFFu;  // lanes 0..15: tokens 16w .. 16w+15
+    if (lane == 0) st.mask[warp] = static_cast<uint16_t>(bits);
+    sm90::fence_proxy_async();
+    sm90::mbarrier_arrive(st.full);
     cur = next;
   }
   mma::cp_async_wait<0>();

@@ -11,7 +11,7 @@ namespace dsv4::cuda {
 // Hadamard + FP4).
 enum class Kind { main, indexer };
 
-enum class Variant { v1, v2, v3, v4, v5, v6, v7, v8 };
+enum class Variant { v1, v2, v3, v4, v5, v6, v7 };
 
 inline const char* variant_name(Variant v) {
   switch (v) {
@@ -22,7 +22,6 @@ inline const char* variant_name(Variant v) {
     case Variant::v5: return "v5";
     case Variant::v6: return "v6";
     case Variant::v7: return "v7";
-    case Variant::v8: return "v8";
   }
   return "?";
 }

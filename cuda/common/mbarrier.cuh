@@ -39,27 +39,19 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t
 // limit: seconds at the least, far beyond any legitimate wait here, racecheck's slowdown included),
 // so that the launch fails with an error instead of hanging the test run. The loop is PTX: a C++ loop around
 // try_wait made ptxas lose the registers of the consumers' setmaxnreg region (wgmma serialized).
-// kCluster: acquire at cluster scope, for a barrier that threads of another CTA of the cluster arrive on
-// with release.cluster (mbarrier_arrive_peer): their writes are then visible to the waiting thread.
-#define DSV4_MBARRIER_WAIT_LOOP(TRY_WAIT)                            \
-  "{\n.reg .pred done, more;\n.reg .u32 tries;\nmov.u32 tries, 0;\n" \
-  "WAIT:\n" TRY_WAIT                                                 \
-  " done, [%0], %1;\n"                                               \
-  "@done bra DONE;\n"                                                \
-  "add.u32 tries, tries, 1;\n"                                       \
-  "setp.lt.u32 more, tries, 33554432;\n"                             \
-  "@more bra WAIT;\n"                                                \
-  "trap;\n"                                                          \
-  "DONE:\n}\n"
-template <bool kCluster = false>
 __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
-  if constexpr (kCluster)
-    asm volatile(DSV4_MBARRIER_WAIT_LOOP("mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64")::"r"(bar),
-                 "r"(parity)
-                 : "memory");
-  else
-    asm volatile(DSV4_MBARRIER_WAIT_LOOP("mbarrier.try_wait.parity.shared::cta.b64")::"r"(bar), "r"(parity) : "memory");
+  asm volatile(
+      "{\n.reg .pred done, more;\n.reg .u32 tries;\nmov.u32 tries, 0;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@done bra DONE;\n"
+      "add.u32 tries, tries, 1;\n"
+      "setp.lt.u32 more, tries, 33554432;\n"
+      "@more bra WAIT;\n"
+      "trap;\n"
+      "DONE:\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
 }
-#undef DSV4_MBARRIER_WAIT_LOOP
 
 }  // namespace dsv4::cuda

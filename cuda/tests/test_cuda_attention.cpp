@@ -202,9 +202,7 @@ void check_decode(const DecodeCase& c, Variant v, Probs probs) {
   CHECK_MESSAGE(lse.ok, lse.report);
 }
 
-// v8 runs its cluster pairs at 128 heads (the Pro shapes, and the h128 cases below); at 64 heads it is v7.
-const std::vector<Variant> kVersions = {Variant::v1, Variant::v2, Variant::v3, Variant::v4,
-                                        Variant::v5, Variant::v7, Variant::v8};
+const std::vector<Variant> kVersions = {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v7};
 
 void check_prefill(const PrefillCase& c, Variant v, Probs probs);
 const std::vector<Probs> kProbs = {Probs::bf16, Probs::fp32};
@@ -518,21 +516,6 @@ TEST_CASE("sanitizer: small decode and prefill on every version") {
   const PrefillCase pcm = testing::make_prefill_case(pm, gen);
   check_prefill(pcm, Variant::v5, Probs::bf16);
   check_prefill(pcm, Variant::v7, Probs::bf16);
-  check_prefill(pcm, Variant::v8, Probs::bf16);
-  // v8's cluster pairs (128 heads): the split decode with its combine (b 1), and 80 pairs of units on
-  // the H200's 66 clusters (some take 2), invalid leading blocks and rows without a valid slot among them
-  for (int batch : {1, 40}) {
-    DecodeShape h128 = s;
-    h128.name = "sanitizer decode h128 b" + std::to_string(batch) + " s_q2 topk 64 + 100";
-    h128.n_heads = 128;
-    h128.batch = batch;
-    h128.damage.empty_rows = true;
-    const DecodeCase ch = testing::make_decode_case(h128, gen);
-    for (Probs p : kProbs) {
-      check_decode(ch, Variant::v7, p);
-      check_decode(ch, Variant::v8, p);
-    }
-  }
 }
 
 TEST_CASE("decode: V4-Flash and V4-Pro shapes, every version and probability rounding") {
@@ -574,65 +557,6 @@ TEST_CASE("decode: adversarial index lists, irregular pages, lengths, mixed sink
     for (Probs p : kProbs) check_decode(c, v, p);
 }
 
-// v8's k tiles hold v7's bits (each row dequantized by the same code, by one CTA of the pair) and its
-// consumers are v7's: its outputs are v7's, bit for bit (a half written to the wrong rows or CTA, or
-// read before it landed, would show here).
-namespace {
-
-void check_v8_is_v7(const DecodeCase& c) {
-  const DeviceDecode dd(c);
-  for (Probs p : kProbs) {
-    const DecodeResult r7 = run_decode(dd, Variant::v7, p), r8 = run_decode(dd, Variant::v8, p);
-    CHECK_MESSAGE(r8.out == r7.out, "v8's out differs from v7's (" << name_of(p) << ", " << c.name << ")");
-    CHECK_MESSAGE(std::memcmp(r8.raw_lse.data(), r7.raw_lse.data(), r7.raw_lse.size() * sizeof(float)) == 0,
-                  "v8's lse differs from v7's (" << name_of(p) << ", " << c.name << ")");
-  }
-}
-
-}  // namespace
-
-// v8 pairs the two head groups of a row at 128 heads (the other decode cases are mostly h64, where v8
-// is v7): the adversarial lists at h128 against the oracle, v8's bits against v7's, and 20 reruns of v8.
-TEST_CASE("decode: v8's cluster pairs at 128 heads: adversarial lists, v7's bits, 20 reruns") {
-  DecodeShape s;
-  s.name = "adversarial h128 b4 s_q2 topk 100 + 200, pages 61 / 53";
-  s.batch = 4;
-  s.s_q = 2;
-  s.n_heads = 128;
-  s.topk = 100;
-  s.extra_topk = 200;
-  s.page_size = 61;
-  s.extra_page_size = 53;
-  s.window_tokens = 100;
-  s.extra_tokens = 300;
-  s.damage.invalid_fraction = 0.3;
-  s.damage.invalid_leading_blocks = 2;
-  s.damage.empty_rows = true;
-  s.damage.lengths = true;
-  s.damage.out_of_range = true;
-  s.sink_kind = 6;
-  const auto c_in = inputs("decode", "v8 cluster pairs");
-  if (!c_in) return;  // DSV4_CASE names other inputs
-  INFO(c_in->reproduce());
-  std::mt19937_64 gen = c_in->rng();
-  const DecodeCase c = testing::make_decode_case(s, gen);
-  for (Variant v : {Variant::v7, Variant::v8})
-    for (Probs p : kProbs) check_decode(c, v, p);
-  check_v8_is_v7(c);
-  const DecodeCase pro = testing::make_decode_case(pro_shape(), gen);
-  check_v8_is_v7(pro);
-  const DeviceDecode dd(pro);
-  for (Probs p : kProbs) {
-    CAPTURE(name_of(p));
-    const DecodeResult first = run_decode(dd, Variant::v8, p);
-    for (int i = 0; i < 19; ++i) {
-      const DecodeResult again = run_decode(dd, Variant::v8, p);
-      CHECK(again.out == first.out);
-      CHECK(std::memcmp(again.raw_lse.data(), first.raw_lse.data(), first.raw_lse.size() * sizeof(float)) == 0);
-    }
-  }
-}
-
 TEST_CASE("decode: a grid of 140 blocks (no split-KV) and s_q 1") {
   DecodeShape s;
   s.name = "h64 b70 s_q2 topk 64 + 128";
@@ -656,7 +580,7 @@ TEST_CASE("decode: a grid of 140 blocks (no split-KV) and s_q 1") {
   for (Variant v : kVersions) check_decode(c1, v, Probs::bf16);
 }
 
-// v5 (and v7, v8, on v5's grid) runs min(work units, SMs) CTAs that walk the units: here 2-3 units per CTA of an H200,
+// v5 (and v7, on v5's grid) runs min(work units, SMs) CTAs that walk the units: here 2-3 units per CTA of an H200,
 // whole invalid leading blocks and rows without a valid slot among them; and its outputs against v4's.
 TEST_CASE("decode and prefill: several work units per CTA (v5's persistent grid)") {
   const auto c_in = inputs("decode and prefill", "several work units per CTA");
@@ -695,16 +619,6 @@ TEST_CASE("decode and prefill: several work units per CTA (v5's persistent grid)
   const PrefillCase pc = testing::make_prefill_case(ps, gen);
   for (Probs p : kProbs) check_prefill(pc, Variant::v5, p);
   for (Probs p : kProbs) check_prefill(pc, Variant::v7, p);
-  for (Probs p : kProbs) check_prefill(pc, Variant::v8, p);  // v7's prefill
-  // v8's cluster pairs: h128 b75 s_q2 is 150 (row, split) pairs of units on 66 clusters (2-3 each)
-  DecodeShape h128 = s;
-  h128.name = "V4-Pro-like h128 b75 s_q2 topk 64 + 128, 300 work units";
-  h128.n_heads = 128;
-  h128.batch = 75;
-  const DecodeCase c128 = testing::make_decode_case(h128, gen);
-  for (Probs p : kProbs) check_decode(c128, Variant::v7, p);
-  for (Probs p : kProbs) check_decode(c128, Variant::v8, p);
-  check_v8_is_v7(c128);
 }
 
 TEST_CASE("decode: sinks of +inf, -inf, +80, -1e4 and none") {
@@ -830,15 +744,13 @@ TEST_CASE("decode: bad arguments throw before launching") {
   a.out = out.get();
   a.lse = lse.get();
   DecodeArgs bad = a;
-  bad.n_heads = 48;  // v2 to v8 need a multiple of 64
+  bad.n_heads = 48;  // v2 to v7 need a multiple of 64
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v2), std::invalid_argument);
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v3), std::invalid_argument);
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v4), std::invalid_argument);
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v5), std::invalid_argument);
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v7), std::invalid_argument);
-  CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v8), std::invalid_argument);
-  // v7 (and v8, its consumers) takes the row max over the raw scores: a zero, negative or non-finite scale is refused,
-  // not mis-run
+  // v7 takes the row max over the raw scores: a zero, negative or non-finite scale is refused, not mis-run
   bad = a;
   bad.softmax_scale = -0.5f;
   CHECK_THROWS_WITH_AS(sparse_mqa_decode(bad, Variant::v7), doctest::Contains("v7 needs a finite softmax_scale > 0"),
@@ -847,8 +759,6 @@ TEST_CASE("decode: bad arguments throw before launching") {
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v7), std::invalid_argument);
   bad.softmax_scale = 0.0f;
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v7), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(sparse_mqa_decode(bad, Variant::v8), doctest::Contains("v8 needs a finite softmax_scale > 0"),
-                       std::invalid_argument);
   bad = a;
   bad.out = nullptr;
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v1), std::invalid_argument);
@@ -859,7 +769,7 @@ TEST_CASE("decode: bad arguments throw before launching") {
   bad.list.topk = -1;
   CHECK_THROWS_AS(sparse_mqa_decode(bad, Variant::v1), std::invalid_argument);
   // a shape that splits (b 1) without its workspace
-  for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v7, Variant::v8})
+  for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v7})
     if (decode_workspace_bytes(a, v) > 0) CHECK_THROWS_AS(sparse_mqa_decode(a, v), std::invalid_argument);
   PrefillArgs p;
   p.s_q = 1;
@@ -871,9 +781,8 @@ TEST_CASE("decode: bad arguments throw before launching") {
   CHECK_THROWS_AS(sparse_mqa_prefill(p, Variant::v4), std::invalid_argument);
   CHECK_THROWS_AS(sparse_mqa_prefill(p, Variant::v5), std::invalid_argument);
   CHECK_THROWS_AS(sparse_mqa_prefill(p, Variant::v7), std::invalid_argument);
-  CHECK_THROWS_AS(sparse_mqa_prefill(p, Variant::v8), std::invalid_argument);
   // a version the attention does not have (the indexer's decode has a v6)
-  const auto no_v6 = doctest::Contains("the attention has versions v1 to v5, v7 and v8, got v6");
+  const auto no_v6 = doctest::Contains("the attention has versions v1 to v5 and v7, got v6");
   CHECK_THROWS_WITH_AS(sparse_mqa_decode(a, Variant::v6), no_v6, std::invalid_argument);
   CHECK_THROWS_WITH_AS(decode_workspace_bytes(a, Variant::v6), no_v6, std::invalid_argument);
   CHECK_THROWS_WITH_AS(sparse_mqa_prefill(p, Variant::v6), no_v6, std::invalid_argument);

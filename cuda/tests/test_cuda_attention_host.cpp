@@ -134,19 +134,19 @@ TEST_CASE("v5 producer: each thread's chunks cover the block once, staging and t
     const int token = v5::producer_token(t), half = v5::producer_half(t);
     CHECK(token / 16 == t / 32);  // a warp's tokens: 16w .. 16w+15 (its ballot's low 16 lanes)
     if ((t & 31) < 16) CHECK(token == 16 * (t / 32) + (t & 31));
-    for (int j = 0; j < v5::kFp8JobsPerThread<>; ++j) {
+    for (int j = 0; j < v5::kFp8JobsPerThread; ++j) {
       const int g = v5::fp8_chunk(j, half);
       CHECK(g / 4 == v5::scale_block(j));
       fp8.insert(token * v5::kFp8ChunksPerToken + g);
     }
-    for (int i = 0; i < v5::kRopeJobsPerThread<>; ++i) rope.insert(token * 8 + v5::rope_chunk(i, half));
+    for (int i = 0; i < v5::kRopeJobsPerThread; ++i) rope.insert(token * 8 + v5::rope_chunk(i, half));
   }
   CHECK(fp8.size() == 64u * 28u);
   CHECK(*fp8.rbegin() == 64 * 28 - 1);
   CHECK(rope.size() == 64u * 8u);
   for (int w = 0; w < 4; ++w)
     for (int quarter = 0; quarter < 4; ++quarter)
-      for (int j = 0; j < v5::kFp8JobsPerThread<>; ++j) {
+      for (int j = 0; j < v5::kFp8JobsPerThread; ++j) {
         std::set<uint32_t> staged, written;
         for (int l = 8 * quarter; l < 8 * quarter + 8; ++l) {
           const int t = 32 * w + l, token = v5::producer_token(t), g = v5::fp8_chunk(j, v5::producer_half(t));
@@ -156,45 +156,6 @@ TEST_CASE("v5 producer: each thread's chunks cover the block once, staging and t
         CHECK(staged.size() == 8u);
         CHECK(written.size() == 8u);
       }
-}
-
-// v8's half-block split (kParts = 4: 32 tokens a CTA, 4 threads a token): every FP8 and rope chunk of
-// the CTA's 32 tokens exactly once, each thread's scale slot its own, a warp's ballot lanes 0..7 its
-// tokens 8w .. 8w+7, and a quarter-warp's staged reads and tile writes over 8 distinct bank groups.
-TEST_CASE("v8 producer: the half-block split covers 32 tokens once, staging and tile accesses spread over the banks") {
-  std::set<int> fp8, rope, scale_slots;
-  for (int t = 0; t < 128; ++t) {
-    const int token = v5::producer_token<4>(t), part = v5::producer_half<4>(t);
-    CHECK(token / 8 == t / 32);
-    if ((t & 31) < 8) CHECK(token == 8 * (t / 32) + (t & 31));
-    for (int j = 0; j < v5::kFp8JobsPerThread<4>; ++j) {
-      const int g = v5::fp8_chunk<4>(j, part);
-      CHECK(g / 4 == v5::scale_block<4>(j));
-      fp8.insert(token * v5::kFp8ChunksPerToken + g);
-    }
-    for (int i = 0; i < v5::kRopeJobsPerThread<4>; ++i) rope.insert(token * 8 + v5::rope_chunk<4>(i, part));
-    const uint32_t slot = v5::scale_offset<4>(token, part);
-    CHECK(slot + 8 <= 64u * 2u * 8u);  // inside v5's scale area
-    scale_slots.insert(static_cast<int>(slot));
-  }
-  CHECK(fp8.size() == 32u * 28u);
-  CHECK(*fp8.rbegin() == 32 * 28 - 1);
-  CHECK(rope.size() == 32u * 8u);
-  CHECK(scale_slots.size() == 128u);
-  for (int token_base : {0, 32})
-    for (int w = 0; w < 4; ++w)
-      for (int quarter = 0; quarter < 4; ++quarter)
-        for (int j = 0; j < v5::kFp8JobsPerThread<4>; ++j) {
-          std::set<uint32_t> staged, written;
-          for (int l = 8 * quarter; l < 8 * quarter + 8; ++l) {
-            const int t = 32 * w + l, token = v5::producer_token<4>(t);
-            const int g = v5::fp8_chunk<4>(j, v5::producer_half<4>(t));
-            staged.insert((v5::raw_offset(token, g) / 16) % 8);
-            written.insert((layout::matrix_offset(token_base + token, 2 * g) / 16) % 8);
-          }
-          CHECK(staged.size() == 8u);
-          CHECK(written.size() == 8u);
-        }
 }
 
 TEST_CASE("v5 shared memory plan: v3's tiles, disjoint staging, mbarriers after it, within 227 KiB") {
