@@ -15,6 +15,7 @@
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/launch_checks.h"
+#include "cuda/common/mbarrier.cuh"
 #include "cuda/common/wgmma.cuh"
 #include "cuda/indexer/formats.h"
 #include "cuda/indexer/indexer_api.h"
@@ -140,6 +141,25 @@ __device__ inline void write_keyless_tiles(float* out_row, const ChunkTiles& chu
     const int64_t col = first_empty * kTileKeys + i;
     if (col < n_cols) out_row[col] = -INFINITY;
   }
+}
+
+// A consumer's wait for tile j of a ring of kStages stages whose tiles go round-robin to kConsumers
+// consumers and whose full barriers complete as each tile's bulk copies land (v5, v6). The wait on
+// stage j % kStages's full barrier is by phase parity, which is only unambiguous if that barrier is
+// at most one phase behind: with kStages % kConsumers != 0 the previous tile of the stage, j - kStages,
+// is another consumer's, and if its copies had not landed yet (copies land in any order, and this
+// consumer may be done with j - kConsumers) the full barrier would be two phases behind and the parity
+// wait would pass at once. So first the stage's empty barrier for round j / kStages - 1: complete
+// once tile j - kStages was released by its consumer (after its copies landed); it is never further
+// ahead (round j / kStages needs this consumer's release of tile j) nor two behind (tile
+// j - kConsumers, already scored, was issued after tile j - kStages, i.e. after round
+// j / kStages - 2 completed). Where kStages % kConsumers == 0 a stage always has the same consumer
+// and the full wait alone is exact.
+template <int kStages, int kConsumers>
+__device__ __forceinline__ void wait_for_tile(uint32_t full, uint32_t empty, int j) {
+  if constexpr (kStages % kConsumers != 0)
+    if (j >= kStages) mbarrier_wait(empty, static_cast<uint32_t>(j / kStages - 1) & 1);
+  mbarrier_wait(full, static_cast<uint32_t>(j / kStages) & 1);
 }
 
 // ---- the page walk on the device (v3, v4) ----------------------------------------------------

@@ -262,7 +262,10 @@ __device__ inline void consume(typename Config<F, S, M>::Smem& sm, const DecodeA
   const int lane = tg % 32;
   for (int j = g; j < n_tiles; j += C::kConsumers) {
     const int st = j % C::kStages;
-    mbarrier_wait(smem_addr(&sm.full[st]), static_cast<uint32_t>(j / C::kStages) & 1);
+    if constexpr (M == Copies::bulk)  // v5: the copies land in any order (decode_tile.cuh)
+      wait_for_tile<C::kStages, C::kConsumers>(smem_addr(&sm.full[st]), smem_addr(&sm.empty[st]), j);
+    else  // v4: the producer signals the tiles in order, after their copies
+      mbarrier_wait(smem_addr(&sm.full[st]), static_cast<uint32_t>(j / C::kStages) & 1);
     score_tile<F, S, kStaged<M>>(sm.a[g], sm.stage_codes[st], sm.stage_scales[st], sm.scratch[g], row_weights, out_row,
                                  (chunk_begin + j) * kTileKeys, len, a.n_cols, tg, g, [&] {
                                    __syncwarp();

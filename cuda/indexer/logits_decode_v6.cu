@@ -173,7 +173,7 @@ __device__ inline void consume(typename Config<F, S>::Smem& sm, const DecodeArgs
     // values live across the loop and spilled 8 bytes (FP8 bf16 scores, at the 72-register cap).
     const uint8_t* a_tile = sm.a;
     asm volatile("" : "+l"(a_tile));
-    mbarrier_wait(smem_addr(&sm.full[st]), static_cast<uint32_t>(j / C::kStages) & 1);
+    wait_for_tile<C::kStages, kConsumers>(smem_addr(&sm.full[st]), smem_addr(&sm.empty[st]), j);
     score_tile<F, S, StagedCodes::rows>(a_tile, sm.stage_codes[st], sm.stage_scales[st], sm.scratch[g], row_weights,
                                         out_row, (chunk_begin + j) * kTileKeys, len, a.n_cols, tg, g, [&] {
                                           __syncwarp();
