@@ -3,7 +3,7 @@
 //   Logits/prefill  V4-Flash shape: 64 heads x 128, s 4096 queries x n keys (n 1024 .. 16384), every
 //                   query reading every key (DeepGEMM's non-causal benchmark); FLOP = 2 s n 64 128,
 //                   reported as items_per_second = FLOP/s (TFLOPS = items_per_second / 1e12);
-//   Logits/decode   batch 128 x 65536 keys of a paged cache, one query each, v2 to v6 on the same
+//   Logits/decode   batch 128 x 65536 keys of a paged cache, one query each, v2 to v7 on the same
 //                   inputs: bytes = the cache's bytes (code bytes + 4-byte scale word a key) + the fp32
 //                   logits written, reported as bytes_per_second (effective bandwidth);
 //   TopK            262144 candidates x batch 1 and 16384 x batch 128, k 512 (and 1024; relu'd scores; x20:
@@ -321,8 +321,9 @@ void register_all() {
   for (IndexerFormat f : {IndexerFormat::fp8, IndexerFormat::fp4})
     for (IndexerCacheLayout layout : {IndexerCacheLayout::deepgemm, IndexerCacheLayout::interleaved})
       for (ScoreStorage st : {ScoreStorage::fp32, ScoreStorage::bf16})
-        for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v6}) {
-          if (v == Variant::v6 && layout == IndexerCacheLayout::interleaved) continue;  // v6 runs v5 (v4) there
+        for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v6, Variant::v7}) {
+          // v6 runs v5 (v4) on the interleaved layout, v7 runs v6 there and for FP4 (kept as its control row).
+          if ((v == Variant::v6 || v == Variant::v7) && layout == IndexerCacheLayout::interleaved) continue;
           const std::string name = std::string("Logits/decode/") + format_name(f) + "/" +
                                    (layout == IndexerCacheLayout::deepgemm ? "deepgemm" : "interleaved") + "/" +
                                    storage_name(st) + "/" + variant_name(v) + "/b128/ctx65536";

@@ -35,17 +35,19 @@ inline constexpr int kStageCodes = kTileKeys* code_bytes(F);  // FP8: the B oper
 
 // How a stage holds a tile's FP8 codes: the B operand itself (tile layout: per-thread copies, v2 to
 // v4), or the pool's rows, 128 bytes a key (bulk copies, v5), which score_tile lays out as the B
-// operand in its scratch first. FP4 codes are always staged as the pool's rows (64 bytes a key).
-enum class StagedCodes { tile, rows };
+// operand in its scratch first, or (v7) a full tile's rows with the 128-byte swizzle (one TMA box,
+// read by the MMA in place; the stage 1024-byte aligned) and the tile ending at the sequence's length
+// (fewer than 64 keys) as rows. FP4 codes are always staged as the pool's rows (64 bytes a key).
+enum class StagedCodes { tile, rows, swizzled_or_rows };
 
-// Whether score_tile builds the B operand in its scratch (from the staged rows).
+// Whether score_tile always builds the B operand in its scratch (from the staged rows).
 template <IndexerFormat F, StagedCodes C>
 inline constexpr bool kBuildsB = F == IndexerFormat::fp4 || C == StagedCodes::rows;
 
 // What score_tile needs beside the staged tile, per warpgroup.
 template <IndexerFormat F, ScoreStorage S, StagedCodes C = StagedCodes::tile>
 struct Scratch {
-  alignas(128) uint8_t b_unpacked[kBuildsB<F, C> ? kBBytes : 16];
+  alignas(128) uint8_t b_unpacked[kBuildsB<F, C> || C == StagedCodes::swizzled_or_rows ? kBBytes : 16];
   float slice_scale[F == IndexerFormat::fp4 ? 4 : 1][kTileKeys];
   HeadSum<S> red[4 * kTileKeys];
 };
@@ -96,8 +98,8 @@ __device__ inline void score_tile(const uint8_t* a_tile, const uint8_t* codes, c
   const float key_scale = F == IndexerFormat::fp8 && t < kTileKeys
                               ? *reinterpret_cast<const float*>(scales + t * kIndexerScaleBytes)
                               : 1.0f;
-  const uint8_t* b_tile = codes;
-  if constexpr (kBuildsB<F, C>) {
+  // The B operand from the staged rows into the scratch; the stage is released once they are read.
+  const auto build_b = [&] {
     if constexpr (F == IndexerFormat::fp4)
       unpack_fp4_tile<kTileKeys, kGroupThreads>(scratch.b_unpacked, scratch.slice_scale, codes, scales, t);
     else
@@ -105,12 +107,29 @@ __device__ inline void score_tile(const uint8_t* a_tile, const uint8_t* codes, c
     release();
     wgmma::fence_shared_for_async();
     group_barrier(g);
-    b_tile = scratch.b_unpacked;
-  }
+  };
+  const auto slice_scale = [&](int blk, int col) {
+    return scratch.slice_scale[F == IndexerFormat::fp4 ? blk : 0][col];
+  };
   float acc[kTileKeys / 2];
-  tile_mma<F, kTileKeys>(acc, a_tile, b_tile, lane,
-                         [&](int blk, int col) { return scratch.slice_scale[F == IndexerFormat::fp4 ? blk : 0][col]; });
-  if constexpr (!kBuildsB<F, C>) release();
+  if constexpr (C == StagedCodes::swizzled_or_rows) {
+    static_assert(F == IndexerFormat::fp8, "swizzled stages hold FP8 codes");
+    if (first_col + kTileKeys <= len) {  // a full tile (uniform across the group): the TMA's swizzled box
+      tile_mma<F, kTileKeys, true>(acc, a_tile, codes, lane, slice_scale);
+      release();  // the MMA has completed: the stage is no longer read
+    } else {
+      build_b();
+      tile_mma<F, kTileKeys>(acc, a_tile, scratch.b_unpacked, lane, slice_scale);
+    }
+  } else {
+    const uint8_t* b_tile = codes;
+    if constexpr (kBuildsB<F, C>) {
+      build_b();
+      b_tile = scratch.b_unpacked;
+    }
+    tile_mma<F, kTileKeys>(acc, a_tile, b_tile, lane, slice_scale);
+    if constexpr (!kBuildsB<F, C>) release();
+  }
   const HeadSum<S> sum = head_sum<S, kTileKeys>(acc, row_weights, scratch.red, t, g);
   const int64_t col = first_col + t;
   if (t < kTileKeys && col < n_cols) out_row[col] = col < len ? finish<S>(sum, key_scale) : -INFINITY;
@@ -249,18 +268,23 @@ void dispatch(IndexerFormat f, ScoreStorage s, IndexerCacheLayout l, Launch&& la
     by_scores(std::integral_constant<Fmt, Fmt::fp8>{});
 }
 
-// The launch of v2, v3 and v4: a CTA per (sequence, chunk of kChunkTiles tiles), `smem` bytes of
-// dynamic shared memory. who: "indexer_logits_decode vN" for the errors.
-template <class Args>
-void launch_chunks(void (*kernel)(Args), const Args& a, int64_t batch, int64_t n_cols, int threads, int smem,
-                   const char* who, cudaStream_t stream) {
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+// The grid of the chunked decode kernels: a CTA per (sequence, chunk of kChunkTiles tiles). who:
+// "indexer_logits_decode vN" for the errors.
+inline dim3 chunk_grid(int64_t batch, int64_t n_cols, const char* who) {
   const int64_t n_col_tiles = (n_cols + kTileKeys - 1) / kTileKeys;
   const dim3 grid(static_cast<unsigned>(batch), static_cast<unsigned>((n_col_tiles + kChunkTiles - 1) / kChunkTiles));
   detail::require(grid.y <= 65535, std::string(who) + ": " + std::to_string(n_cols) +
                                        " columns need more than 65535 chunks of " +
                                        std::to_string(kChunkTiles * kTileKeys));
-  kernel<<<grid, threads, smem, stream>>>(a);
+  return grid;
+}
+
+// The launch of v2 to v6: chunk_grid, `smem` bytes of dynamic shared memory.
+template <class Args>
+void launch_chunks(void (*kernel)(Args), const Args& a, int64_t batch, int64_t n_cols, int threads, int smem,
+                   const char* who, cudaStream_t stream) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  kernel<<<chunk_grid(batch, n_cols, who), threads, smem, stream>>>(a);
   CUDA_CHECK_LAUNCH();
 }
 

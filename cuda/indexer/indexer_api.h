@@ -26,6 +26,9 @@
 //                           v6 v5 with each tile's bulk copies issued by one lane of the producer
 //                           warp and one query operand a CTA (a deeper ring; bitwise v5's logits),
 //                           for DeepGEMM pages of a multiple of 64 keys; other pages run v5.
+//                           v7 v6 with a full tile's FP8 codes copied by TMA straight into the
+//                           MMA's operand layout (bitwise v6's logits); FP4 keys and v6's other
+//                           cases run v6.
 // v2 and later versions of the logits need 64 heads; other head counts run v1.
 #include <cuda_runtime.h>
 

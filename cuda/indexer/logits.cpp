@@ -9,12 +9,12 @@
 namespace dsv4::cuda {
 namespace {
 
-// newest: the entry's newest version (prefill v4, decode v6).
+// newest: the entry's newest version (prefill v4, decode v7).
 void check_common(const LogitsParams& p, const IndexerQueries& q, int64_t n_cols, Variant v, const char* who,
                   Variant newest) {
   const std::string w(who);
   detail::require_variant(static_cast<int>(v) <= static_cast<int>(newest), v, who,
-                          newest == Variant::v6 ? "v1, v2, v3, v4, v5, v6" : "v1, v2, v3, v4");
+                          newest == Variant::v7 ? "v1, v2, v3, v4, v5, v6, v7" : "v1, v2, v3, v4");
   detail::require(p.heads >= 1, w + ": heads must be >= 1, got " + std::to_string(p.heads));
   detail::require(v == Variant::v1 || p.heads == 64, w + " " + variant_name(v) +
                                                          ": computes 64 heads per query (one wgmma M tile), got " +
@@ -53,7 +53,7 @@ void indexer_logits_prefill(const LogitsParams& p, const IndexerQueries& q, cons
 void indexer_logits_decode(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
                            const int32_t* context_lens, float* logits, int64_t n_cols, Variant v, cudaStream_t stream,
                            int* fp4_inexact) {
-  check_common(p, q, n_cols, v, "indexer_logits_decode", Variant::v6);
+  check_common(p, q, n_cols, v, "indexer_logits_decode", Variant::v7);
   detail::require(keys.format == p.format, "indexer_logits_decode: the cache holds " +
                                                std::string(format_name(keys.format)) + " keys, the call computes " +
                                                format_name(p.format));
@@ -68,7 +68,8 @@ void indexer_logits_decode(const LogitsParams& p, const IndexerQueries& q, const
   detail::require(context_lens && logits && keys.pool && keys.block_table,
                   "indexer_logits_decode: context_lens, logits, the pool and the block table must be device pointers, "
                   "got a nullptr");
-  // v2 and later copy DeepGEMM pages in 16-byte units (v5, v6: bulk copies), interleaved ones in 4-byte units.
+  // v2 and later copy DeepGEMM pages in 16-byte units (v5 to v7: bulk copies; v7 also TMA), interleaved ones in 4-byte
+  // units.
   const uintptr_t pool_align = keys.layout == IndexerCacheLayout::deepgemm ? 16 : 4;
   detail::require(v == Variant::v1 || reinterpret_cast<uintptr_t>(keys.pool) % pool_align == 0,
                   "indexer_logits_decode " + std::string(variant_name(v)) + ": the pool must be " +
@@ -86,8 +87,10 @@ void indexer_logits_decode(const LogitsParams& p, const IndexerQueries& q, const
     detail::decode_logits_v4(p, q, keys, context_lens, logits, n_cols, fp4_inexact, stream);
   else if (v == Variant::v5)
     detail::decode_logits_v5(p, q, keys, context_lens, logits, n_cols, fp4_inexact, stream);
-  else
+  else if (v == Variant::v6)
     detail::decode_logits_v6(p, q, keys, context_lens, logits, n_cols, fp4_inexact, stream);
+  else
+    detail::decode_logits_v7(p, q, keys, context_lens, logits, n_cols, fp4_inexact, stream);
 }
 
 void check_decode_tables(const PagedKeys& keys, int batch, const int32_t* context_lens_host,

@@ -14,9 +14,16 @@
 // The tile ending at the sequence's length gets v5's treatment (its last n_valid % 4 scale words and
 // the zeros past the length stored by the lanes before they arrive). Other page sizes, and the
 // interleaved layout, run v5.
+// v7 (docs/cuda-indexer.md "Logits decode v7 (TMA-swizzled codes)"; kTensorCodes here): v6 whose
+// owner lane copies the FP8 codes of a full tile (64 keys of one page) by one TMA box with the 128-byte
+// swizzle, the B operand's layout, so that the consumers' MMA reads the stage in place instead of
+// laying the rows out in their scratch first (score_tile's StagedCodes::swizzled_or_rows); the stage is
+// then released after the MMA. The tile ending at the length keeps v6's rows. The same MMA operands
+// and epilogue: v6's logits bit for bit. FP4 (its codes are unpacked by the consumers anyway) runs v6.
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstddef>
 
 #include "cuda/common/cuda_check.h"
 #include "cuda/common/launch_checks.h"
@@ -45,13 +52,20 @@ constexpr int kWindow = page_walk::kProducerLanes;  // tiles whose offsets the l
 // Named barrier of the consumer warpgroups (0 is __syncthreads, 1 + g warpgroup g's group_barrier).
 constexpr int kConsumersBarrier = 1 + kConsumers;
 
-// Shared memory of one CTA.
-template <IndexerFormat F, ScoreStorage S, int kStages>
+// How v6 (rows) and v7 (swizzled full tiles) stage the codes.
+template <bool kTensorCodes>
+inline constexpr StagedCodes kStaged = kTensorCodes ? StagedCodes::swizzled_or_rows : StagedCodes::rows;
+// v7's CTA rounds its dynamic shared memory up to 1024 bytes (the swizzled boxes): that much more.
+template <bool kTensorCodes>
+inline constexpr int kBaseSlack = kTensorCodes ? 1024 : 0;
+
+// Shared memory of one CTA. v7: a is 8 KiB, so stage_codes starts 1024-byte aligned (asserted below).
+template <IndexerFormat F, ScoreStorage S, int kStages, bool kTensorCodes>
 struct RingSmem {
   alignas(128) uint8_t a[kQBytes];  // the query's A operand, read by every consumer
   alignas(128) uint8_t stage_codes[kStages][kStageCodes<F>];
   alignas(16) uint8_t stage_scales[kStages][kScaleBytes];
-  Scratch<F, S, StagedCodes::rows> scratch[kConsumers];
+  Scratch<F, S, kStaged<kTensorCodes>> scratch[kConsumers];
   // The stage's copies have landed: the producer's 32 lanes arrive, the tile's owner with the bytes
   // its copies complete.
   alignas(8) uint64_t full[kStages];
@@ -59,21 +73,27 @@ struct RingSmem {
 };
 
 // The most stages (at most kMaxStages) for which kCtasPerSm CTAs fit an SM.
-template <IndexerFormat F, ScoreStorage S, int kCtasPerSm, int kStages = kMaxStages>
+template <IndexerFormat F, ScoreStorage S, int kCtasPerSm, bool kTensorCodes, int kStages = kMaxStages>
 constexpr int fitting_stages() {
-  if constexpr (kStages <= kConsumers + 1 || sizeof(RingSmem<F, S, kStages>) + kSmemReserved <= kSmemPerSm / kCtasPerSm)
+  if constexpr (kStages <= kConsumers + 1 ||
+                sizeof(RingSmem<F, S, kStages, kTensorCodes>) + kBaseSlack<kTensorCodes> + kSmemReserved <=
+                    kSmemPerSm / kCtasPerSm)
     return kStages;
   else
-    return fitting_stages<F, S, kCtasPerSm, kStages - 1>();
+    return fitting_stages<F, S, kCtasPerSm, kTensorCodes, kStages - 1>();
 }
 
 // v5's CTA shape (logits_decode_v4.cu's Config: FP8 2 CTAs an SM at a 72-register cap, FP4 1).
-template <IndexerFormat F, ScoreStorage S>
+template <IndexerFormat F, ScoreStorage S, bool kTensorCodes>
 struct Config {
   static constexpr int kCtasPerSm = F == IndexerFormat::fp8 ? 2 : 1;
-  static constexpr int kStages = fitting_stages<F, S, kCtasPerSm>();
-  using Smem = RingSmem<F, S, kStages>;
+  static constexpr int kStages = fitting_stages<F, S, kCtasPerSm, kTensorCodes>();
+  using Smem = RingSmem<F, S, kStages, kTensorCodes>;
+  static constexpr int kSmemBytes = static_cast<int>(sizeof(Smem)) + kBaseSlack<kTensorCodes>;
   static_assert(kStages > kConsumers + 1, "decode v6: the ring must hold more tiles than the consumers");
+  static_assert(!kTensorCodes ||
+                    (F == IndexerFormat::fp8 && offsetof(Smem, stage_codes) % 1024 == 0 && kStageCodes<F> % 1024 == 0),
+                "decode v7: the swizzled boxes need 1024-byte aligned FP8 stages");
 };
 
 // The producer warp: tiles [0, n_tiles) of the chunk into the ring, in order; lane `lane` issues the
@@ -82,11 +102,12 @@ struct Config {
 // tile's two sources from the table entry loaded a window earlier, and loads the entry of
 // its tile of the next window. Per tile, after the stage's empty barrier: v5's stores for a tile
 // ending at the length, then every lane arrives on the full barrier (the owner adding its copies'
-// bytes first) and the owner issues the copies.
-template <IndexerFormat F, ScoreStorage S>
-__device__ inline void produce(typename Config<F, S>::Smem& sm, const SequencePages& s, uint32_t chunk_first_key,
-                               int n_tiles, int lane) {
-  using C = Config<F, S>;
+// bytes first) and the owner issues the copies. v7 (kTensorCodes): a full tile's codes are one TMA
+// box of codes_map (the pool's pages, tensor_map_page_rows_sw128) at (slot, page).
+template <IndexerFormat F, ScoreStorage S, bool kTensorCodes>
+__device__ inline void produce(typename Config<F, S, kTensorCodes>::Smem& sm, const SequencePages& s,
+                               uint32_t chunk_first_key, int n_tiles, int lane, const CUtensorMap* codes_map) {
+  using C = Config<F, S, kTensorCodes>;
   constexpr uint32_t kCb = code_bytes(F);
   const auto first_key = [&](int tile) { return chunk_first_key + static_cast<uint32_t>(tile) * kTileKeys; };
   const auto entry = [&](int tile) {  // the block-table entry of the page holding the tile (0 past the chunk)
@@ -99,6 +120,9 @@ __device__ inline void produce(typename Config<F, S>::Smem& sm, const SequencePa
   asm volatile("" : "+r"(codes0), "+r"(scales0), "+r"(full0), "+r"(empty0));
   int32_t next_page = entry(lane);
   const uint8_t *code_src = s.pool, *scale_src = s.pool;  // this lane's tile of the current window
+  uint32_t tile_page = 0, tile_slot = 0;                  // the same, v7's box coordinates
+  if constexpr (kTensorCodes)
+    if (lane == 0) tma_prefetch_map(codes_map);
   int st = 0;
   uint32_t round = 0;
   for (int j = 0; j < n_tiles; ++j) {
@@ -111,6 +135,8 @@ __device__ inline void produce(typename Config<F, S>::Smem& sm, const SequencePa
         const uint32_t slot = page_walk::split(s.divider, first).slot;
         code_src = s.pool + page_walk::code_offset(s.strides, page, slot);
         scale_src = s.pool + page_walk::scale_offset(s.strides, page, slot);
+        tile_page = page;
+        tile_slot = slot;
       }
     }
     const uint32_t first = first_key(j);
@@ -133,7 +159,11 @@ __device__ inline void produce(typename Config<F, S>::Smem& sm, const SequencePa
     const uint32_t full = full0 + 8 * st;
     if (lane == j % kWindow) {                                                    // this lane's tile
       mbarrier_arrive_expect_tx(full, page_walk::bulk_tile_bytes(kCb, n_valid));  // before its copies
-      bulk_load(codes0 + kStageCodes<F> * st, code_src, kCb * n_valid, full);
+      if (kTensorCodes && n_valid == kTileKeys)                                   // the same bytes, swizzled
+        tma_load_3d(codes0 + kStageCodes<F> * st, codes_map, static_cast<int>(tile_slot), static_cast<int>(tile_page),
+                    full);
+      else
+        bulk_load(codes0 + kStageCodes<F> * st, code_src, kCb * n_valid, full);
       const uint32_t scale_keys = page_walk::bulk_scale_keys(n_valid);
       if (scale_keys > 0) bulk_load(scales0 + kScaleBytes * st, scale_src, kIndexerScaleBytes * scale_keys, full);
     } else {
@@ -148,10 +178,10 @@ __device__ inline void produce(typename Config<F, S>::Smem& sm, const SequencePa
 
 // Consumer warpgroup g (thread tg of it): tiles g, g + kConsumers, ... of the chunk. Consumer 0
 // builds the query's operand; all three meet on the consumers' barrier before their first MMA.
-template <IndexerFormat F, ScoreStorage S>
-__device__ inline void consume(typename Config<F, S>::Smem& sm, const DecodeArgs& a, int64_t b, int64_t len,
-                               int64_t chunk_begin, int n_tiles, int g, int tg) {
-  using C = Config<F, S>;
+template <IndexerFormat F, ScoreStorage S, bool kTensorCodes>
+__device__ inline void consume(typename Config<F, S, kTensorCodes>::Smem& sm, const DecodeArgs& a, int64_t b,
+                               int64_t len, int64_t chunk_begin, int n_tiles, int g, int tg) {
+  using C = Config<F, S, kTensorCodes>;
   const uint8_t* const q_scales = a.q.scales + b * kHeads * kIndexerScaleBytes;
   const float* const q_weights = a.q.weights + b * kHeads;
   float row_weights[2];
@@ -174,20 +204,21 @@ __device__ inline void consume(typename Config<F, S>::Smem& sm, const DecodeArgs
     const uint8_t* a_tile = sm.a;
     asm volatile("" : "+l"(a_tile));
     wait_for_tile<C::kStages, kConsumers>(smem_addr(&sm.full[st]), smem_addr(&sm.empty[st]), j);
-    score_tile<F, S, StagedCodes::rows>(a_tile, sm.stage_codes[st], sm.stage_scales[st], sm.scratch[g], row_weights,
-                                        out_row, (chunk_begin + j) * kTileKeys, len, a.n_cols, tg, g, [&] {
-                                          __syncwarp();
-                                          if (lane == 0)
-                                            mbarrier_arrive(smem_addr(&sm.empty[st]));  // this warp's reads are done
-                                        });
+    score_tile<F, S, kStaged<kTensorCodes>>(
+        a_tile, sm.stage_codes[st], sm.stage_scales[st], sm.scratch[g], row_weights, out_row,
+        (chunk_begin + j) * kTileKeys, len, a.n_cols, tg, g, [&] {
+          __syncwarp();
+          if (lane == 0) mbarrier_arrive(smem_addr(&sm.empty[st]));  // this warp's reads are done
+        });
   }
 }
 
-// The CTA of sequence blockIdx.x, chunk blockIdx.y.
-template <IndexerFormat F, ScoreStorage S>
-__global__ void __launch_bounds__(kThreads, Config<F, S>::kCtasPerSm) decode_logits_v6(const DecodeArgs a) {
-  using C = Config<F, S>;
-  extern __shared__ __align__(128) uint8_t smem_raw[];
+// The CTA of sequence blockIdx.x, chunk blockIdx.y; smem_raw its dynamic shared memory (v7: rounded
+// up to 1024 bytes here, Config::kSmemBytes allocated), codes_map v7's tensor map (v6: unused).
+template <IndexerFormat F, ScoreStorage S, bool kTensorCodes>
+__device__ __forceinline__ void run_chunk(uint8_t* smem_raw, const DecodeArgs& a, const CUtensorMap* codes_map) {
+  using C = Config<F, S, kTensorCodes>;
+  if constexpr (kTensorCodes) smem_raw += (1024 - smem_addr(smem_raw) % 1024) % 1024;
   typename C::Smem& sm = *reinterpret_cast<typename C::Smem*>(smem_raw);
   const int t = threadIdx.x, warp = t / 32, lane = t % 32;
   const int64_t b = blockIdx.x;
@@ -209,16 +240,39 @@ __global__ void __launch_bounds__(kThreads, Config<F, S>::kCtasPerSm) decode_log
     // Keys below len < 2^31: a tile's first key fits 32 bits.
     const SequencePages pages{a.keys.pool, a.keys.block_table + b * a.keys.table_stride, a.divider, a.strides,
                               static_cast<uint32_t>(len)};
-    produce<F, S>(sm, pages, static_cast<uint32_t>(chunk.begin * kTileKeys), n_tiles, lane);
+    produce<F, S, kTensorCodes>(sm, pages, static_cast<uint32_t>(chunk.begin * kTileKeys), n_tiles, lane, codes_map);
     return;
   }
-  consume<F, S>(sm, a, b, len, chunk.begin, n_tiles, warp / 4, t % kGroupThreads);
+  consume<F, S, kTensorCodes>(sm, a, b, len, chunk.begin, n_tiles, warp / 4, t % kGroupThreads);
+}
+
+template <IndexerFormat F, ScoreStorage S>
+__global__ void __launch_bounds__(kThreads, Config<F, S, false>::kCtasPerSm) decode_logits_v6(const DecodeArgs a) {
+  extern __shared__ __align__(128) uint8_t smem_raw[];
+  run_chunk<F, S, false>(smem_raw, a, nullptr);
+}
+
+// v7: codes_map the pool's pages (tensor_map_page_rows_sw128), a kernel parameter (the TMA reads it
+// from the parameter space).
+template <IndexerFormat F, ScoreStorage S>
+__global__ void __launch_bounds__(kThreads, Config<F, S, true>::kCtasPerSm)
+    decode_logits_v7(const DecodeArgs a, const __grid_constant__ CUtensorMap codes_map) {
+  extern __shared__ __align__(128) uint8_t smem_raw[];
+  run_chunk<F, S, true>(smem_raw, a, &codes_map);
 }
 
 template <IndexerFormat F, ScoreStorage S>
 void launch(const DecodeArgs& a, cudaStream_t stream, const char* who) {
-  launch_chunks(decode_logits_v6<F, S>, a, a.q.count, a.n_cols, kThreads,
-                static_cast<int>(sizeof(typename Config<F, S>::Smem)), who, stream);
+  launch_chunks(decode_logits_v6<F, S>, a, a.q.count, a.n_cols, kThreads, Config<F, S, false>::kSmemBytes, who, stream);
+}
+
+template <ScoreStorage S>
+void launch_v7(const DecodeArgs& a, const CUtensorMap& codes_map, cudaStream_t stream, const char* who) {
+  constexpr auto kernel = decode_logits_v7<IndexerFormat::fp8, S>;
+  constexpr int smem = Config<IndexerFormat::fp8, S, true>::kSmemBytes;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  kernel<<<chunk_grid(a.q.count, a.n_cols, who), kThreads, smem, stream>>>(a, codes_map);
+  CUDA_CHECK_LAUNCH();
 }
 
 static_assert(page_walk::kTileKeys == kTileKeys, "page_walk's bulk runs are for a 64-key tile");
@@ -240,6 +294,27 @@ void decode_logits_v6(const LogitsParams& p, const IndexerQueries& q, const Page
     if constexpr (decltype(l)::value == IndexerCacheLayout::deepgemm)
       launch<decltype(f)::value, decltype(s)::value>(a, stream, who);
   });
+}
+
+void decode_logits_v7(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
+                      const int32_t* context_lens, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream) {
+  if (q.count == 0 || n_cols == 0) return;
+  // FP4, v6's fallbacks, and an empty pool (no key to read, no tensor map to make).
+  if (p.format != IndexerFormat::fp8 || keys.layout != IndexerCacheLayout::deepgemm ||
+      keys.page_keys % kTileKeys != 0 || keys.pool_pages < 1) {
+    decode_logits_v6(p, q, keys, context_lens, logits, n_cols, inexact, stream);
+    return;
+  }
+  const char* who = "indexer_logits_decode v7";
+  const DecodeArgs a = walk_args(q, keys, context_lens, logits, n_cols, inexact, who);
+  // The pool as [pool_pages][page_keys][128] code bytes (a DeepGEMM page: its keys' codes, then their
+  // scale words; cache_layout.cuh), a box a full tile.
+  const CUtensorMap codes_map =
+      tensor_map_page_rows_sw128(keys.pool, keys.pool_pages, keys.page_keys, keys.page_bytes(), kTileKeys, who);
+  if (p.scores == ScoreStorage::bf16)
+    launch_v7<ScoreStorage::bf16>(a, codes_map, stream, who);
+  else
+    launch_v7<ScoreStorage::fp32>(a, codes_map, stream, who);
 }
 
 }  // namespace detail

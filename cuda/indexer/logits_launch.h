@@ -35,5 +35,9 @@ void decode_logits_v5(const LogitsParams& p, const IndexerQueries& q, const Page
 // lane and one query operand a CTA (logits_decode_v6.cu); other pages and the interleaved layout: v5.
 void decode_logits_v6(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
                       const int32_t* context_lens, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream);
+// FP8 keys in DeepGEMM pages of a multiple of 64 keys: v6 with a full tile's codes copied by TMA
+// into the MMA's swizzled operand layout (logits_decode_v6.cu); FP4 keys and v6's other cases: v6.
+void decode_logits_v7(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
+                      const int32_t* context_lens, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream);
 
 }  // namespace dsv4::cuda::detail

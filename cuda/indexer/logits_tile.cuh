@@ -160,7 +160,9 @@ __device__ inline void unpack_fp4_tile(uint8_t* b_unpacked, float (*slice_scale)
 // ---- the tile MMA ---------------------------------------------------------------------------------
 
 // acc = x of the tile (see the file comment). a_tile: the query operand; b_tile: N keys' e4m3 codes
-// (tile layout of N rows); slice_scale(b, col): FP4 only, 2^e of key `col`'s block b.
+// (tile layout of N rows, or with kBSwizzled their 128-byte rows with the 128-byte swizzle as TMA
+// writes them, 1024-byte aligned: the same operand values, hence the same acc bit for bit);
+// slice_scale(b, col): FP4 only, 2^e of key `col`'s block b.
 template <int N>
 __device__ inline void mma_n(float (&d)[N / 2], uint64_t da, uint64_t db, bool accumulate) {
   if constexpr (N == 128)
@@ -169,14 +171,16 @@ __device__ inline void mma_n(float (&d)[N / 2], uint64_t da, uint64_t db, bool a
     wgmma::wgmma_m64n64k32_e4m3(d, da, db, accumulate);
 }
 
-template <IndexerFormat F, int N, class SliceScale>
+template <IndexerFormat F, int N, bool kBSwizzled = false, class SliceScale>
 __device__ inline void tile_mma(float (&acc)[N / 2], const uint8_t* a_tile, const uint8_t* b_tile, int lane,
                                 SliceScale slice_scale) {
+  static_assert(!kBSwizzled || F == IndexerFormat::fp8, "a swizzled B operand is FP8 codes");
   if constexpr (F == IndexerFormat::fp8) {
     wgmma::fence();
 #pragma unroll
     for (int s = 0; s < 4; ++s)
-      mma_n<N>(acc, wgmma::slice_descriptor(a_tile, kHeads, s), wgmma::slice_descriptor(b_tile, N, s), s > 0);
+      mma_n<N>(acc, wgmma::slice_descriptor(a_tile, kHeads, s),
+               kBSwizzled ? wgmma::slice_descriptor_sw128(b_tile, s) : wgmma::slice_descriptor(b_tile, N, s), s > 0);
     wgmma::commit();
     wgmma::wait<0>();
     wgmma::fence_operands(acc);

@@ -27,6 +27,9 @@
 //   decode v6  the same checks as v5 and v5's logits bit for bit (DeepGEMM pages of 64 and 256 keys:
 //              one producer lane a tile, 32-tile windows of table entries, chunks of 64 tiles wrapping
 //              its ring; other page sizes and the interleaved layout run v5).
+//   decode v7  the same checks as v6 and v6's logits bit for bit (FP8 full tiles by TMA into the
+//              swizzled operand layout, the tile ending at the length as v6; pages of 64, 128 and 256
+//              keys; FP4 and v6's other cases run v6).
 //   prefill v3 the prefill checks above (its FP4 is v2's kernel), and v2's logits bit for bit (the
 //              same MMA instruction on the same operand values, the same epilogue), also over more
 //              work units than the GPU has SMs (the persistent loop, the ring's phases) and with
@@ -38,7 +41,7 @@
 // The sign of a zero logit: on inputs where every logit is exact, some with 64 head terms that are
 // all -0, every prefill and decode version bitwise the oracle's (+0 there: its head sum starts from +0).
 // Plus 20 reruns bitwise identical, a query's logits independent of its batch neighbours (prefill v2,
-// v3 and v4, decode v3 to v6), zero-length calls, argument checks.
+// v3 and v4, decode v3 to v7), zero-length calls, argument checks.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -598,7 +601,7 @@ TEST_CASE("decode logits over the paged caches of both layouts equal the oracle'
   for (cuda::IndexerCacheLayout layout : {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm})
     for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8})
       for (ScoreStorage st : {ScoreStorage::bf16, ScoreStorage::fp32})
-        for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v6}) {
+        for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v6, Variant::v7}) {
           const int page_keys = layout == cuda::IndexerCacheLayout::deepgemm ? 64 : 32;
           const std::vector<int32_t> lens{0, 1, 63, 64, 65, 300, 4097};
           const int64_t n_cols = 4160;
@@ -615,22 +618,23 @@ TEST_CASE("decode logits over the paged caches of both layouts equal the oracle'
           const std::vector<float> got = call.run(st, v);
           check_logits(call.compare(got, st), v, f, st, book,
                        std::string(layout_name(layout)) + " " + cuda::format_name(f) + " " + cuda::storage_name(st));
-          // v3 to v6 change only how the keys reach shared memory: v2's to v5's logits bit for bit.
+          // v3 to v7 change only how the keys reach shared memory: v2's to v6's logits bit for bit.
           if (v == Variant::v3) CHECK(cuda::testing::bitwise_differences(got, call.run(st, Variant::v2)) == 0);
           if (v == Variant::v4) CHECK(cuda::testing::bitwise_differences(got, call.run(st, Variant::v3)) == 0);
           if (v == Variant::v5) CHECK(cuda::testing::bitwise_differences(got, call.run(st, Variant::v4)) == 0);
           if (v == Variant::v6) CHECK(cuda::testing::bitwise_differences(got, call.run(st, Variant::v5)) == 0);
+          if (v == Variant::v7) CHECK(cuda::testing::bitwise_differences(got, call.run(st, Variant::v6)) == 0);
         }
   MESSAGE(book.table());
 }
 
 TEST_CASE(
-    "decode v3 to v6 over page sizes that are not powers of two (and 4, the smallest, and 256) equal v2 and the "
+    "decode v3 to v7 over page sizes that are not powers of two (and 4, the smallest, 128 and 256) equal v2 and the "
     "oracle") {
   TallyBook book;
   for (cuda::IndexerCacheLayout layout : {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm})
     for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8})
-      for (int page_keys : {4, 12, 100, 256}) {
+      for (int page_keys : {4, 12, 100, 128, 256}) {
         // Lengths ending inside a page, at a page's end, at a tile's end and past a 4096-key chunk.
         const std::vector<int32_t> lens{1, 11, 12, 64, 100, 129, 4200};
         const int64_t n_cols = 4224;
@@ -645,7 +649,8 @@ TEST_CASE(
         PagedCall call(lens, layout, f, page_keys, n_cols, gen);
         for (ScoreStorage st : {ScoreStorage::bf16, ScoreStorage::fp32}) {
           const std::vector<float> got = call.run(st, Variant::v3), got_v4 = call.run(st, Variant::v4),
-                                   got_v5 = call.run(st, Variant::v5), got_v6 = call.run(st, Variant::v6);
+                                   got_v5 = call.run(st, Variant::v5), got_v6 = call.run(st, Variant::v6),
+                                   got_v7 = call.run(st, Variant::v7);
           check_logits(call.compare(got, st), Variant::v3, f, st, book,
                        std::string(layout_name(layout)) + " " + cuda::format_name(f) + " " + cuda::storage_name(st) +
                            " pages of " + std::to_string(page_keys));
@@ -658,17 +663,21 @@ TEST_CASE(
           check_logits(call.compare(got_v6, st), Variant::v6, f, st, book,
                        std::string(layout_name(layout)) + " " + cuda::format_name(f) + " " + cuda::storage_name(st) +
                            " pages of " + std::to_string(page_keys) + " v6");
+          check_logits(call.compare(got_v7, st), Variant::v7, f, st, book,
+                       std::string(layout_name(layout)) + " " + cuda::format_name(f) + " " + cuda::storage_name(st) +
+                           " pages of " + std::to_string(page_keys) + " v7");
           CHECK(cuda::testing::bitwise_differences(got, call.run(st, Variant::v2)) == 0);
           CHECK(cuda::testing::bitwise_differences(got_v4, got) == 0);
           CHECK(cuda::testing::bitwise_differences(got_v5, got_v4) == 0);
           CHECK(cuda::testing::bitwise_differences(got_v6, got_v5) == 0);
+          CHECK(cuda::testing::bitwise_differences(got_v7, got_v6) == 0);
         }
       }
   MESSAGE(book.table());
 }
 
-TEST_CASE("decode v3 to v6 are bitwise identical over 20 reruns and independent of a sequence's batch neighbours") {
-  for (Variant v : {Variant::v3, Variant::v4, Variant::v5, Variant::v6})
+TEST_CASE("decode v3 to v7 are bitwise identical over 20 reruns and independent of a sequence's batch neighbours") {
+  for (Variant v : {Variant::v3, Variant::v4, Variant::v5, Variant::v6, Variant::v7})
     for (cuda::IndexerCacheLayout layout : {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm})
       for (IndexerFormat f : {IndexerFormat::fp4, IndexerFormat::fp8}) {
         const std::vector<int32_t> lens{700, 0, 4097, 65, 1, 2000};
@@ -873,7 +882,7 @@ TEST_CASE("a logit whose 64 head terms are all -0 is +0 as the oracle's, in ever
       // Decode against logit_serial (the oracle's order, test_cuda_host) over both cache layouts.
       for (cuda::IndexerCacheLayout layout :
            {cuda::IndexerCacheLayout::interleaved, cuda::IndexerCacheLayout::deepgemm})
-        for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v6}) {
+        for (Variant v : {Variant::v1, Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v6, Variant::v7}) {
           const std::vector<int32_t> lens{300, 64, 1, 130};
           const int64_t n_cols = 320;
           const int page_keys = layout == cuda::IndexerCacheLayout::deepgemm ? 64 : 32;
@@ -1046,11 +1055,12 @@ TEST_CASE("zero-length calls: no queries, no keys, empty ranges and empty sequen
     pk.pool_pages = 1;
     pk.block_table = table.get();
     pk.table_stride = 1;
-    // Decode has a v5 and a v6 (prefill stops at v4): the v4 round runs them too.
-    GuardedBuffer<float> decoded(3 * 70), decoded_v5(3 * 70), decoded_v6(3 * 70);
+    // Decode has a v5 to a v7 (prefill stops at v4): the v4 round runs them too.
+    GuardedBuffer<float> decoded(3 * 70), decoded_v5(3 * 70), decoded_v6(3 * 70), decoded_v7(3 * 70);
     decoded.poison(0xFF);
     decoded_v5.poison(0xFF);
     decoded_v6.poison(0xFF);
+    decoded_v7.poison(0xFF);
     cuda::indexer_logits_decode({64, IndexerFormat::fp8, ScoreStorage::bf16}, in.queries(), pk, zero.get(),
                                 decoded.get(), 70, v);
     if (v == Variant::v4) {
@@ -1058,6 +1068,8 @@ TEST_CASE("zero-length calls: no queries, no keys, empty ranges and empty sequen
                                   decoded_v5.get(), 70, Variant::v5);
       cuda::indexer_logits_decode({64, IndexerFormat::fp8, ScoreStorage::bf16}, in.queries(), pk, zero.get(),
                                   decoded_v6.get(), 70, Variant::v6);
+      cuda::indexer_logits_decode({64, IndexerFormat::fp8, ScoreStorage::bf16}, in.queries(), pk, zero.get(),
+                                  decoded_v7.get(), 70, Variant::v7);
     }
     CUDA_CHECK(cudaDeviceSynchronize());
     for (float x : untouched.download()) CHECK(std::bit_cast<uint32_t>(x) == 0x5A5A5A5Au);
@@ -1066,11 +1078,13 @@ TEST_CASE("zero-length calls: no queries, no keys, empty ranges and empty sequen
     if (v == Variant::v4) {
       for (float x : decoded_v5.download()) CHECK(x == -kInf);
       for (float x : decoded_v6.download()) CHECK(x == -kInf);
+      for (float x : decoded_v7.download()) CHECK(x == -kInf);
     }
     CHECK(logits.damaged_guard_bytes() == 0);
     CHECK(decoded.damaged_guard_bytes() == 0);
     CHECK(decoded_v5.damaged_guard_bytes() == 0);
     CHECK(decoded_v6.damaged_guard_bytes() == 0);
+    CHECK(decoded_v7.damaged_guard_bytes() == 0);
   }
 }
 
@@ -1145,6 +1159,9 @@ TEST_CASE("bad arguments throw before anything is launched (indexer)") {
   CHECK_THROWS_AS(cuda::indexer_logits_decode({4, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), pk, r.get(),
                                               logits.get(), 4, Variant::v6),
                   std::invalid_argument);  // v6 needs 64 heads
+  CHECK_THROWS_AS(cuda::indexer_logits_decode({4, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), pk, r.get(),
+                                              logits.get(), 4, Variant::v7),
+                  std::invalid_argument);  // v7 needs 64 heads
   pk.page_keys = 30;
   pk.table_stride = 1;
   CHECK_THROWS_AS(cuda::indexer_logits_decode({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), pk, r.get(),
@@ -1159,8 +1176,11 @@ TEST_CASE("bad arguments throw before anything is launched (indexer)") {
   CHECK_THROWS_AS(cuda::indexer_logits_decode({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), pk, r.get(),
                                               logits.get(), 4, Variant::v6),
                   std::invalid_argument);
+  CHECK_THROWS_AS(cuda::indexer_logits_decode({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), pk, r.get(),
+                                              logits.get(), 4, Variant::v7),
+                  std::invalid_argument);
   {
-    // v2 to v6 copy DeepGEMM pages in 16-byte units (v5, v6: bulk copies): 4 bytes past a boundary is refused.
+    // v2 to v7 copy DeepGEMM pages in 16-byte units (v5 to v7: bulk copies): 4 bytes past a boundary is refused.
     cuda::PagedKeys shifted;
     shifted.format = IndexerFormat::fp4;
     shifted.layout = cuda::IndexerCacheLayout::deepgemm;
@@ -1171,14 +1191,14 @@ TEST_CASE("bad arguments throw before anything is launched (indexer)") {
     shifted.pool_pages = 1;
     shifted.block_table = table.get();
     shifted.table_stride = 1;
-    for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v6})
+    for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v6, Variant::v7})
       CHECK_THROWS_AS(cuda::indexer_logits_decode({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), shifted,
                                                   r.get(), logits.get(), 4, v),
                       std::invalid_argument);
     // The interleaved layout's 4-byte copies: 2 bytes past a boundary is refused.
     shifted.layout = cuda::IndexerCacheLayout::interleaved;
     shifted.pool = pool.get() + 2;
-    for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v6})
+    for (Variant v : {Variant::v2, Variant::v3, Variant::v4, Variant::v5, Variant::v6, Variant::v7})
       CHECK_THROWS_AS(cuda::indexer_logits_decode({64, IndexerFormat::fp4, ScoreStorage::bf16}, in.queries(), shifted,
                                                   r.get(), logits.get(), 4, v),
                       std::invalid_argument);
@@ -1195,7 +1215,7 @@ TEST_CASE("bad arguments throw before anything is launched (indexer)") {
                   std::invalid_argument);
 }
 
-TEST_CASE("sanitizer sweep: one small call of every indexer kernel and version (prefill v3, v4, decode v3 to v6)") {
+TEST_CASE("sanitizer sweep: one small call of every indexer kernel and version (prefill v3, v4, decode v3 to v7)") {
   // Small on purpose: compute-sanitizer (memcheck, racecheck, initcheck) runs this case.
   const auto c = Case::select(CaseId("indexer_sanitizer_sweep"));
   if (!c) return;
@@ -1229,8 +1249,8 @@ TEST_CASE("sanitizer sweep: one small call of every indexer kernel and version (
         const int page_keys = layout == cuda::IndexerCacheLayout::deepgemm ? 64 : 32;
         const PagedCall call({0, 5, 70}, layout, f, page_keys, 72, gen);
         for (float x : call.run(ScoreStorage::fp32, v)) CHECK(!std::isnan(x));
-        if (v == Variant::v2)  // decode has a v3 to a v6 (the other entries stop at v2)
-          for (Variant later : {Variant::v3, Variant::v4, Variant::v5, Variant::v6})
+        if (v == Variant::v2)  // decode has a v3 to a v7 (the other entries stop at v2)
+          for (Variant later : {Variant::v3, Variant::v4, Variant::v5, Variant::v6, Variant::v7})
             for (float x : call.run(ScoreStorage::fp32, later)) CHECK(!std::isnan(x));
       }
       CUDA_CHECK(cudaDeviceSynchronize());
