@@ -268,23 +268,19 @@ void dispatch(IndexerFormat f, ScoreStorage s, IndexerCacheLayout l, Launch&& la
     by_scores(std::integral_constant<Fmt, Fmt::fp8>{});
 }
 
-// The grid of the chunked decode kernels: a CTA per (sequence, chunk of kChunkTiles tiles). who:
-// "indexer_logits_decode vN" for the errors.
-inline dim3 chunk_grid(int64_t batch, int64_t n_cols, const char* who) {
+// The launch of v2 to v7: a CTA per (sequence, chunk of kChunkTiles tiles), `smem` bytes of dynamic
+// shared memory, the kernel's arguments a and `extra` (v7: its tensor map). who: "indexer_logits_decode
+// vN" for the errors.
+template <class Args, class... Extra>
+void launch_chunks(void (*kernel)(Args, Extra...), const Args& a, int64_t batch, int64_t n_cols, int threads, int smem,
+                   const char* who, cudaStream_t stream, const Extra&... extra) {
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const int64_t n_col_tiles = (n_cols + kTileKeys - 1) / kTileKeys;
   const dim3 grid(static_cast<unsigned>(batch), static_cast<unsigned>((n_col_tiles + kChunkTiles - 1) / kChunkTiles));
   detail::require(grid.y <= 65535, std::string(who) + ": " + std::to_string(n_cols) +
                                        " columns need more than 65535 chunks of " +
                                        std::to_string(kChunkTiles * kTileKeys));
-  return grid;
-}
-
-// The launch of v2 to v6: chunk_grid, `smem` bytes of dynamic shared memory.
-template <class Args>
-void launch_chunks(void (*kernel)(Args), const Args& a, int64_t batch, int64_t n_cols, int threads, int smem,
-                   const char* who, cudaStream_t stream) {
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  kernel<<<chunk_grid(batch, n_cols, who), threads, smem, stream>>>(a);
+  kernel<<<grid, threads, smem, stream>>>(a, extra...);
   CUDA_CHECK_LAUNCH();
 }
 

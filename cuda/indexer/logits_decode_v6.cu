@@ -268,14 +268,16 @@ void launch(const DecodeArgs& a, cudaStream_t stream, const char* who) {
 
 template <ScoreStorage S>
 void launch_v7(const DecodeArgs& a, const CUtensorMap& codes_map, cudaStream_t stream, const char* who) {
-  constexpr auto kernel = decode_logits_v7<IndexerFormat::fp8, S>;
-  constexpr int smem = Config<IndexerFormat::fp8, S, true>::kSmemBytes;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  kernel<<<chunk_grid(a.q.count, a.n_cols, who), kThreads, smem, stream>>>(a, codes_map);
-  CUDA_CHECK_LAUNCH();
+  launch_chunks(decode_logits_v7<IndexerFormat::fp8, S>, a, a.q.count, a.n_cols, kThreads,
+                Config<IndexerFormat::fp8, S, true>::kSmemBytes, who, stream, codes_map);
 }
 
 static_assert(page_walk::kTileKeys == kTileKeys, "page_walk's bulk runs are for a 64-key tile");
+
+// v6's and v7's pages: DeepGEMM's, of a multiple of 64 keys, so that every tile lies in one page.
+bool tiles_within_pages(const PagedKeys& keys) {
+  return keys.layout == IndexerCacheLayout::deepgemm && keys.page_keys % kTileKeys == 0;
+}
 
 }  // namespace
 
@@ -284,7 +286,7 @@ namespace detail {
 void decode_logits_v6(const LogitsParams& p, const IndexerQueries& q, const PagedKeys& keys,
                       const int32_t* context_lens, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream) {
   if (q.count == 0 || n_cols == 0) return;
-  if (keys.layout != IndexerCacheLayout::deepgemm || keys.page_keys % kTileKeys != 0) {
+  if (!tiles_within_pages(keys)) {
     decode_logits_v5(p, q, keys, context_lens, logits, n_cols, inexact, stream);  // a tile may span pages
     return;
   }
@@ -300,8 +302,7 @@ void decode_logits_v7(const LogitsParams& p, const IndexerQueries& q, const Page
                       const int32_t* context_lens, float* logits, int64_t n_cols, int* inexact, cudaStream_t stream) {
   if (q.count == 0 || n_cols == 0) return;
   // FP4, v6's fallbacks, and an empty pool (no key to read, no tensor map to make).
-  if (p.format != IndexerFormat::fp8 || keys.layout != IndexerCacheLayout::deepgemm ||
-      keys.page_keys % kTileKeys != 0 || keys.pool_pages < 1) {
+  if (p.format != IndexerFormat::fp8 || !tiles_within_pages(keys) || keys.pool_pages < 1) {
     decode_logits_v6(p, q, keys, context_lens, logits, n_cols, inexact, stream);
     return;
   }
